@@ -1,0 +1,1 @@
+"""Streaming speech recognition: features, transducer recognizer and stream, search."""

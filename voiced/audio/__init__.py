@@ -1,0 +1,1 @@
+"""Audio in and out: capture (ALSA, WAV), resampling, frames and windows."""

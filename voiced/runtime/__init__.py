@@ -1,0 +1,1 @@
+"""Runtime services: ONNX session factory, backoff, systemd, affinity, supervisor."""

@@ -1,0 +1,60 @@
+"""The one factory for ONNX Runtime sessions: threads, optimization, spinning off."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from voiced.errors import ConfigError, ModelError
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = ["SessionOptions", "create_session"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How ONNX Runtime runs one model."""
+
+    threads: int = 1
+    """Intra-op threads; 1 keeps a Pi's other cores free for the other stages."""
+    optimize: bool = True
+    """Enable all graph optimizations (constant folding, fusions)."""
+    thread_affinities: str | None = None
+    """ONNX Runtime ``session.intra_op_thread_affinities`` (e.g. "2;3"), from the hardware profile."""
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ConfigError("threads", f"must be at least 1, got {self.threads}")
+
+
+def create_session(path: str | Path, options: SessionOptions | None = None) -> ort.InferenceSession:
+    """Open ``path`` as a CPU inference session; a missing or broken file raises ModelError naming it."""
+    import onnxruntime as ort
+
+    options = options or SessionOptions()
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"model file not found: {path}")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = options.threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if options.optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    # Spinning keeps idle worker threads busy-waiting; on a Pi that is wasted power and heat.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if options.thread_affinities and options.threads > 1:
+        so.add_session_config_entry("session.intra_op_thread_affinities", options.thread_affinities)
+    so.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises several unrelated types for bad files
+        raise ModelError(f"cannot load ONNX model {path}: {exc}") from exc
