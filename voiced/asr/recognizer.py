@@ -1,0 +1,186 @@
+"""Recognizer (shared, immutable) and Stream (one utterance's state), as in sherpa-onnx.
+
+    recognizer = Recognizer.load("models/asr")
+    stream = recognizer.create_stream()
+    stream.accept_waveform(samples)          # audio in ...
+    while recognizer.is_ready(stream):
+        recognizer.decode(stream)            # ... and compute are separate steps
+    stream.result.text
+
+No threads are started here; the caller decides where the compute runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from voiced.asr.context import ContextGraph
+from voiced.asr.features import FbankConfig, OnlineFeatures
+from voiced.asr.model import TransducerModel
+from voiced.asr.search import BeamSearch, BeamState, GreedySearch, GreedyState, Hypothesis, SearchMethod, confidence
+from voiced.audio.frames import SAMPLE_RATE
+from voiced.errors import ConfigError
+from voiced.runtime.onnx import SessionOptions
+
+__all__ = ["RecognitionResult", "Recognizer", "RecognizerConfig", "Stream"]
+
+FRAME_SHIFT_S = 0.01
+SUBSAMPLING = 4
+"""Encoder frames are 4 feature frames (40 ms) in every supported export."""
+
+
+@dataclass(frozen=True)
+class RecognizerConfig:
+    """How a transducer is decoded."""
+
+    method: SearchMethod = SearchMethod.GREEDY
+    """greedy_search matches sherpa-onnx token for token; modified_beam_search enables hotwords."""
+    max_active_paths: int = 4
+    """Beam width of modified beam search."""
+    hotwords: tuple[str, ...] = ()
+    """Phrases to boost (modified beam search only), e.g. the vocabulary of the intent templates."""
+    hotword_boost: float = 1.5
+    """Log-score bonus per token of a matched phrase."""
+    tail_padding_ms: int = 800
+    """Silence appended when an utterance ends, so the last words leave the encoder's look-ahead."""
+    temperature: float = 2.0
+    """Softens token probabilities for confidences only; decoding uses raw logits."""
+    threads: int = 1
+    """ONNX Runtime intra-op threads per session."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, SearchMethod):
+            raise ConfigError("asr.method", f"must be one of {[m.value for m in SearchMethod]}, got {self.method!r}")
+        if self.max_active_paths < 1:
+            raise ConfigError("asr.max_active_paths", f"must be at least 1, got {self.max_active_paths}")
+        if self.tail_padding_ms < 0:
+            raise ConfigError("asr.tail_padding_ms", f"must be >= 0, got {self.tail_padding_ms}")
+        if self.temperature <= 0:
+            raise ConfigError("asr.temperature", f"must be > 0, got {self.temperature}")
+        if self.threads < 1:
+            raise ConfigError("asr.threads", f"must be at least 1, got {self.threads}")
+
+
+@dataclass(frozen=True)
+class RecognitionResult:
+    """What a stream has recognized so far."""
+
+    text: str
+    tokens: tuple[str, ...]
+    token_ids: tuple[int, ...]
+    timestamps: tuple[float, ...]
+    """Start of each token in seconds since the stream began."""
+    confidence: float
+    """Mean token probability, 0..1."""
+
+
+class Stream:
+    """Per-utterance state: features, encoder states, search state."""
+
+    def __init__(self, recognizer: Recognizer, graph: ContextGraph | None) -> None:
+        self._recognizer = recognizer
+        self._graph = graph
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything: ready for a new utterance with the same hotwords."""
+        rec = self._recognizer
+        self.features = OnlineFeatures(rec.fbank)
+        self.states = rec.model.initial_states()
+        self.processed_frames = 0
+        self.finished = False
+        self.search_state: GreedyState | BeamState = (
+            rec.search.start(self._graph) if isinstance(rec.search, BeamSearch) else rec.search.start()
+        )
+
+    def accept_waveform(self, samples: np.ndarray) -> None:
+        """Add mono float32 samples at 16 kHz in [-1, 1]."""
+        if self.finished:
+            raise RuntimeError("accept_waveform after input_finished; call reset() first")
+        self.features.accept_waveform(samples)
+
+    def input_finished(self) -> None:
+        """End of the utterance: append the tail padding and flush the feature extractor."""
+        if self.finished:
+            return
+        pad = self._recognizer.config.tail_padding_ms * SAMPLE_RATE // 1000
+        self.features.accept_waveform(np.zeros(pad, np.float32))
+        self.features.input_finished()
+        self.finished = True
+
+    @property
+    def result(self) -> RecognitionResult:
+        return self._recognizer.result(self)
+
+
+class Recognizer:
+    """A loaded transducer and how to search it; create one stream per concurrent utterance."""
+
+    def __init__(self, model: TransducerModel, config: RecognizerConfig) -> None:
+        self.model = model
+        self.config = config
+        self.fbank = FbankConfig(num_bins=model.feature_dim)
+        if config.method is SearchMethod.MODIFIED_BEAM:
+            self.search: GreedySearch | BeamSearch = BeamSearch(model, config.max_active_paths, config.temperature)
+        else:
+            self.search = GreedySearch(model, config.temperature)
+        self._default_graph = self._graph(config.hotwords)
+
+    @classmethod
+    def load(cls, directory: str | Path, config: RecognizerConfig | None = None) -> Recognizer:
+        config = config or RecognizerConfig()
+        return cls(TransducerModel.load(directory, SessionOptions(threads=config.threads)), config)
+
+    def _graph(self, phrases: Sequence[str]) -> ContextGraph | None:
+        if self.config.method is not SearchMethod.MODIFIED_BEAM or not phrases:
+            return None
+        encoded = [self.model.tokens.encode(p) for p in phrases]
+        return ContextGraph([e for e in encoded if e], boost=self.config.hotword_boost)
+
+    def create_stream(self, hotwords: Sequence[str] | None = None) -> Stream:
+        """A new stream; ``hotwords`` replaces the configured phrase list for this stream."""
+        graph = self._default_graph if hotwords is None else self._graph(hotwords)
+        return Stream(self, graph)
+
+    def is_ready(self, stream: Stream) -> bool:
+        """Enough features for one more encoder chunk (the same rule as sherpa-onnx)."""
+        return stream.processed_frames + self.model.chunk_size < stream.features.num_frames_ready
+
+    def decode(self, stream: Stream) -> None:
+        """Run one encoder chunk and the search over its output frames."""
+        model = self.model
+        feats = stream.features.get_frames(stream.processed_frames, model.chunk_size)
+        stream.processed_frames += model.chunk_shift
+        encoder_out, stream.states = model.run_encoder(feats, stream.states)
+        self.search.decode(stream.search_state, encoder_out)  # type: ignore[arg-type]
+
+    def decode_all(self, stream: Stream) -> None:
+        """Decode every chunk that is ready."""
+        while self.is_ready(stream):
+            self.decode(stream)
+
+    def finish(self, stream: Stream) -> RecognitionResult:
+        """End the utterance, decode what is left and return the final result."""
+        stream.input_finished()
+        self.decode_all(stream)
+        return self.result(stream)
+
+    def result(self, stream: Stream) -> RecognitionResult:
+        state = stream.search_state
+        if isinstance(state, BeamState):
+            hyp: Hypothesis = self.search.best(state, final=stream.finished)  # type: ignore[call-arg]
+        else:
+            hyp = state.hyp
+        tokens = self.model.tokens
+        step = FRAME_SHIFT_S * SUBSAMPLING
+        return RecognitionResult(
+            text=tokens.text(hyp.tokens),
+            tokens=tuple(tokens.symbols(hyp.tokens)),
+            token_ids=hyp.tokens,
+            timestamps=tuple(round(f * step, 3) for f in hyp.frames),
+            confidence=confidence(hyp),
+        )

@@ -1,0 +1,178 @@
+"""Transducer searches: greedy (as sherpa-onnx does it) and modified beam search with boosting.
+
+Both keep their per-utterance state in a small object owned by the stream, so the
+model stays shareable between streams.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+import numpy as np
+
+from voiced.asr.context import ContextGraph, ContextState
+from voiced.asr.model import TransducerModel
+
+__all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "SearchMethod", "confidence"]
+
+BLANK = 0
+
+
+class SearchMethod(Enum):
+    GREEDY = "greedy_search"
+    MODIFIED_BEAM = "modified_beam_search"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One decoding path: tokens after the initial blank context, with frame times and scores."""
+
+    tokens: tuple[int, ...] = ()
+    frames: tuple[int, ...] = ()
+    """Encoder frame index of each token since the stream began."""
+    log_probs: tuple[float, ...] = ()
+    """Per-token log probability (temperature-scaled), for confidences."""
+    score: float = 0.0
+    context: ContextState | None = None
+    trailing_blanks: int = 0
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def _context_row(tokens: tuple[int, ...], context_size: int) -> list[int]:
+    row = list(tokens[-context_size:])
+    return [BLANK] * (context_size - len(row)) + row
+
+
+class GreedySearch:
+    """At most one symbol per frame; blank and ``<unk>`` both leave the context unchanged."""
+
+    def __init__(self, model: TransducerModel, temperature: float = 2.0) -> None:
+        self.model = model
+        self.unk_id = model.tokens.unk_id
+        self.temperature = temperature
+
+    def start(self) -> GreedyState:
+        return GreedyState()
+
+    def decode(self, state: GreedyState, encoder_out: np.ndarray) -> None:
+        model = self.model
+        if state.decoder_out is None:
+            state.decoder_out = model.run_decoder(np.array([_context_row(state.hyp.tokens, model.context_size)], np.int64))
+        hyp = state.hyp
+        tokens, frames, log_probs = list(hyp.tokens), list(hyp.frames), list(hyp.log_probs)
+        blanks = hyp.trailing_blanks
+        for t in range(encoder_out.shape[0]):
+            logits = model.run_joiner(encoder_out[t : t + 1], state.decoder_out)[0]
+            y = int(logits.argmax())
+            if y == BLANK or y == self.unk_id:
+                blanks += 1
+                continue
+            tokens.append(y)
+            frames.append(state.frame_offset + t)
+            log_probs.append(float(_log_softmax(logits / self.temperature)[y]))
+            blanks = 0
+            row = _context_row(tuple(tokens), model.context_size)
+            state.decoder_out = model.run_decoder(np.array([row], np.int64))
+        state.frame_offset += encoder_out.shape[0]
+        state.hyp = replace(hyp, tokens=tuple(tokens), frames=tuple(frames), log_probs=tuple(log_probs), trailing_blanks=blanks)
+
+    def best(self, state: GreedyState) -> Hypothesis:
+        return state.hyp
+
+
+@dataclass
+class GreedyState:
+    hyp: Hypothesis = field(default_factory=Hypothesis)
+    decoder_out: np.ndarray | None = None
+    frame_offset: int = 0
+
+
+class BeamSearch:
+    """Modified beam search (one symbol per frame per path) with optional phrase boosting."""
+
+    def __init__(self, model: TransducerModel, max_active_paths: int = 4, temperature: float = 2.0) -> None:
+        self.model = model
+        self.unk_id = model.tokens.unk_id
+        self.beam = max_active_paths
+        self.temperature = temperature
+
+    def start(self, graph: ContextGraph | None = None) -> BeamState:
+        root = graph.root if graph else None
+        return BeamState(hyps={(): Hypothesis(context=root)}, graph=graph)
+
+    def decode(self, state: BeamState, encoder_out: np.ndarray) -> None:
+        model, vocab = self.model, self.model.vocab_size
+        for t in range(encoder_out.shape[0]):
+            prev = list(state.hyps.values())
+            dec = self._decoder_out(state, prev)
+            enc = np.repeat(encoder_out[t : t + 1], len(prev), axis=0)
+            logits = model.run_joiner(enc, dec)
+            logp = _log_softmax(logits) + np.array([[h.score] for h in prev], np.float32)
+            flat = logp.ravel()
+            k = min(self.beam, flat.size)
+            top = np.argpartition(-flat, k - 1)[:k]
+            top = top[np.argsort(-flat[top], kind="stable")]
+            merged: dict[tuple[int, ...], Hypothesis] = {}
+            for index in top:
+                h, y = prev[int(index) // vocab], int(index) % vocab
+                score = float(flat[index])
+                if y == BLANK or y == self.unk_id:
+                    new = replace(h, score=score, trailing_blanks=h.trailing_blanks + 1)
+                else:
+                    bonus, ctx = (0.0, h.context) if state.graph is None else state.graph.step(h.context, y)
+                    token_lp = float(_log_softmax(logits[int(index) // vocab] / self.temperature)[y])
+                    new = Hypothesis(
+                        tokens=h.tokens + (y,),
+                        frames=h.frames + (state.frame_offset + t,),
+                        log_probs=h.log_probs + (token_lp,),
+                        score=score + bonus,
+                        context=ctx,
+                    )
+                old = merged.get(new.tokens)
+                if old is not None:  # same tokens by another path: add the probabilities
+                    new = replace(old, score=float(np.logaddexp(old.score, new.score)))
+                merged[new.tokens] = new
+            state.hyps = merged
+        state.frame_offset += encoder_out.shape[0]
+
+    def _decoder_out(self, state: BeamState, hyps: list[Hypothesis]) -> np.ndarray:
+        cs = self.model.context_size
+        keys = [tuple(_context_row(h.tokens, cs)) for h in hyps]
+        missing = [k for k in dict.fromkeys(keys) if k not in state.cache]
+        if missing:
+            out = self.model.run_decoder(np.array(missing, np.int64))
+            state.cache.update(zip(missing, out))
+        if len(state.cache) > 64 * self.beam:  # keep only what the live paths use
+            state.cache = {k: state.cache[k] for k in keys}
+        return np.stack([state.cache[k] for k in keys])
+
+    def best(self, state: BeamState, final: bool = False) -> Hypothesis:
+        cs = self.model.context_size
+
+        def normalized(h: Hypothesis) -> float:
+            bonus = state.graph.finalize(h.context) if final and state.graph and h.context else 0.0
+            # length-normalized like sherpa-onnx (its paths include the blank context)
+            return (h.score + bonus) / (len(h.tokens) + cs)
+
+        return max(state.hyps.values(), key=normalized)
+
+
+@dataclass
+class BeamState:
+    hyps: dict[tuple[int, ...], Hypothesis]
+    graph: ContextGraph | None = None
+    cache: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
+    frame_offset: int = 0
+
+
+def confidence(hyp: Hypothesis) -> float:
+    """Mean token probability in [0, 1]; 1.0 for an empty result (nothing was claimed)."""
+    if not hyp.log_probs:
+        return 1.0
+    return float(math.exp(sum(hyp.log_probs) / len(hyp.log_probs)))

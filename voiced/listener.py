@@ -1,0 +1,131 @@
+"""The listening loop: windows of audio → VAD endpointing → streaming recognizer → events.
+
+One generator, used by ``voiced transcribe``, ``voiced listen`` and the daemon's listen stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from voiced.asr.recognizer import RecognitionResult, Recognizer, Stream
+from voiced.audio.frames import Window, Windower
+from voiced.vad import Endpointer, VadEvent, VadEventKind
+
+__all__ = ["ListenEvent", "ListenEventType", "Listener"]
+
+log = logging.getLogger(__name__)
+
+
+class ListenEventType(Enum):
+    SPEECH_START = "speech_start"
+    PARTIAL = "partial"
+    FINAL = "final"
+    SPEECH_END = "speech_end"
+
+
+@dataclass(frozen=True)
+class ListenEvent:
+    """Something the listener noticed; times are seconds of stream time."""
+
+    type: ListenEventType
+    start: float
+    """Start of the utterance."""
+    end: float
+    """Speech end (speech_end, final) or the audio decoded so far (partial)."""
+    text: str = ""
+    result: RecognitionResult | None = None
+    """Tokens, timestamps (relative to ``audio_start``) and confidence; on partial and final."""
+    audio_start: float = 0.0
+    """Stream time of the first sample given to the recognizer (before ``start`` by the pre-roll)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"type": self.type.value, "text": self.text, "start": round(self.start, 3), "end": round(self.end, 3)}
+
+
+class Listener:
+    """Turns audio chunks into listen events; without an endpointer the whole stream is one utterance."""
+
+    def __init__(self, recognizer: Recognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10) -> None:
+        self.recognizer = recognizer
+        self.endpointer = endpointer
+        self.window_frames = window_frames
+        self._stream: Stream | None = None
+        self._start = 0.0
+        self._audio_start = 0.0
+        self._partial = ""
+        self._active = False  # an utterance is open
+
+    def events(self, chunks: Iterable[np.ndarray]) -> Iterator[ListenEvent]:
+        """Events of a whole chunk stream; open utterances are closed when it ends."""
+        windows = Windower(self.window_frames)
+        end = 0.0
+        for window in windows.windows(chunks):
+            end = window.end
+            yield from self.process(window)
+        yield from self.finish(end)
+
+    def process(self, window: Window) -> Iterator[ListenEvent]:
+        """Advance by one window."""
+        if self.endpointer is None:
+            if not self._active:
+                yield self._begin(window.start, window.start)
+            yield from self._feed(window.samples, window.end)
+            return
+        for ev in self.endpointer.process(window):
+            yield from self._on_vad(ev, window.end)
+
+    def finish(self, end: float) -> Iterator[ListenEvent]:
+        """End of stream: close the open utterance, if any."""
+        if self.endpointer is not None:
+            for ev in self.endpointer.flush():
+                yield from self._on_vad(ev, end)
+        elif self._active:
+            yield from self._end(end)
+
+    # -- utterance bookkeeping -------------------------------------------------------------
+
+    def _on_vad(self, ev: VadEvent, window_end: float) -> Iterator[ListenEvent]:
+        if ev.kind is VadEventKind.SPEECH_START:
+            yield self._begin(ev.time, ev.audio_start)
+            yield from self._feed(ev.audio, window_end)
+        elif ev.kind is VadEventKind.AUDIO:
+            yield from self._feed(ev.audio, window_end)
+        elif ev.kind is VadEventKind.SPEECH_END:
+            if len(ev.audio):
+                yield from self._feed(ev.audio, window_end, partials=False)
+            yield from self._end(ev.time)
+
+    def _begin(self, start: float, audio_start: float) -> ListenEvent:
+        self._start, self._audio_start, self._partial = start, audio_start, ""
+        self._active = True
+        if self.recognizer is not None:
+            if self._stream is None:
+                self._stream = self.recognizer.create_stream()
+            else:
+                self._stream.reset()
+        return ListenEvent(ListenEventType.SPEECH_START, start, start, audio_start=audio_start)
+
+    def _feed(self, audio: np.ndarray, now: float, partials: bool = True) -> Iterator[ListenEvent]:
+        rec, stream = self.recognizer, self._stream
+        if rec is None or stream is None or not len(audio):
+            return
+        stream.accept_waveform(audio)
+        if not rec.is_ready(stream):
+            return
+        rec.decode_all(stream)
+        result = stream.result
+        if partials and result.text and result.text != self._partial:
+            self._partial = result.text
+            yield ListenEvent(ListenEventType.PARTIAL, self._start, now, result.text, result, self._audio_start)
+
+    def _end(self, end: float) -> Iterator[ListenEvent]:
+        yield ListenEvent(ListenEventType.SPEECH_END, self._start, end, audio_start=self._audio_start)
+        self._active = False
+        if self.recognizer is not None and self._stream is not None:
+            result = self.recognizer.finish(self._stream)
+            yield ListenEvent(ListenEventType.FINAL, self._start, end, result.text, result, self._audio_start)
