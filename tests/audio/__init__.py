@@ -1,0 +1,1 @@
+"""Tests of voiced.audio: WAV reading, resampling, sources (ALSA through the file plugin)."""

@@ -1,0 +1,172 @@
+"""Benchmarks that print JSON figures. Not tests: nothing here asserts a time.
+
+``bench_asr`` measures voiced's recognizer and, in the same run on the same model files
+and audio, sherpa-onnx's C++ decoder (``sherpa-onnx`` from the sherpa-onnx-bin package).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from voiced.audio.frames import SAMPLE_RATE, Windower
+
+__all__ = ["bench_asr", "measure_process"]
+
+
+def measure_process(cmd: Sequence[str]) -> dict[str, float]:
+    """Run ``cmd`` to completion; its wall time, CPU seconds (user+sys) and peak RSS."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {proc.returncode}: {err[-2000:]}")
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1000, 3) if values else 0.0
+
+
+def _read(files: Sequence[Path]) -> list[np.ndarray]:
+    from voiced.audio.source import WavSource
+
+    out = []
+    for f in files:
+        with WavSource(f) as src:
+            out.append(np.concatenate(list(src.chunks())))
+    return out
+
+
+def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frames: int) -> dict[str, float]:
+    """Per-window timing of one engine fed window by window, as the live loop feeds it."""
+    per_window: list[float] = []
+    first_partial: list[float] = []
+    final_delay: list[float] = []
+    total = 0.0
+    cpu0 = time.process_time()
+    for samples in audio:
+        got_partial = False
+        for window in Windower(window_frames).windows([samples]):
+            t0 = time.perf_counter()
+            text = decode_window(window.samples)
+            dt = time.perf_counter() - t0
+            per_window.append(dt)
+            total += dt
+            if text and not got_partial:
+                got_partial = True
+                # live, the partial shows once its window has been heard and decoded
+                first_partial.append(window.end + dt)
+        t0 = time.perf_counter()
+        finish()
+        dt = time.perf_counter() - t0
+        final_delay.append(dt)
+        total += dt
+    seconds = sum(len(a) for a in audio) / SAMPLE_RATE
+    return {
+        "audio_s": round(seconds, 2),
+        "rtf": round(total / seconds, 4),
+        "window_ms_p50": _pct(per_window, 50),
+        "window_ms_p95": _pct(per_window, 95),
+        "first_partial_s_p50": round(float(np.median(first_partial)), 3) if first_partial else None,
+        "final_delay_ms_p50": _pct(final_delay, 50),
+        "final_delay_ms_p95": _pct(final_delay, 95),
+        "cpu_s": round(time.process_time() - cpu0, 3),
+    }
+
+
+def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int) -> dict[str, float]:
+    from voiced.asr.recognizer import Recognizer, RecognizerConfig
+
+    rec = Recognizer.load(model_dir, RecognizerConfig(threads=threads))
+    stream = rec.create_stream()
+
+    def window(samples: np.ndarray) -> str:
+        stream.accept_waveform(samples)
+        rec.decode_all(stream)
+        return stream.result.text
+
+    def finish() -> None:
+        rec.finish(stream)
+        stream.reset()
+
+    return _stream_figures(window, finish, audio, window_frames)
+
+
+def _sherpa_stream(files, threads: int, audio: list[np.ndarray], window_frames: int, tail_ms: int) -> dict[str, float]:
+    import sherpa_onnx
+
+    rec = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(files.tokens), encoder=str(files.encoder), decoder=str(files.decoder),
+        joiner=str(files.joiner), num_threads=threads, decoding_method="greedy_search",
+    )
+    holder = [rec.create_stream()]
+
+    def window(samples: np.ndarray) -> str:
+        s = holder[0]
+        s.accept_waveform(SAMPLE_RATE, samples)
+        while rec.is_ready(s):
+            rec.decode_stream(s)
+        return rec.get_result(s)
+
+    def finish() -> None:
+        s = holder[0]
+        s.accept_waveform(SAMPLE_RATE, np.zeros(tail_ms * SAMPLE_RATE // 1000, np.float32))
+        s.input_finished()
+        while rec.is_ready(s):
+            rec.decode_stream(s)
+        holder[0] = rec.create_stream()
+
+    return _stream_figures(window, finish, audio, window_frames)
+
+
+def bench_asr(model_dir: Path, files: Sequence[Path], threads: int = 1, reference: bool = True,
+              window_frames: int = 10, tail_padding_ms: int = 800) -> dict[str, object]:
+    """Figures for voiced and sherpa-onnx side by side; ratios are voiced / sherpa-onnx."""
+    from voiced.asr.model import ModelFiles
+
+    model_files = ModelFiles.find(model_dir)
+    audio = _read(files)
+    report: dict[str, object] = {
+        "model": str(model_dir),
+        "encoder": model_files.encoder.name,
+        "files": len(files),
+        "threads": threads,
+        "window_frames": window_frames,
+    }
+    cmd = [sys.executable, "-m", "voiced.cli", "transcribe", "--vad", "none", "--threads", str(threads),
+           "--tail-padding-ms", str(tail_padding_ms), "--asr-model", str(model_dir), *map(str, files)]
+    voiced_proc = measure_process(cmd)
+    report["voiced"] = {"process": voiced_proc, "stream": _voiced_stream(model_dir, threads, audio, window_frames)}
+    exe = shutil.which("sherpa-onnx") or str(Path(sys.executable).with_name("sherpa-onnx"))
+    if reference and Path(exe).is_file():
+        ref_cmd = [exe, f"--tokens={model_files.tokens}", f"--encoder={model_files.encoder}",
+                   f"--decoder={model_files.decoder}", f"--joiner={model_files.joiner}",
+                   f"--num-threads={threads}", "--decoding-method=greedy_search", *map(str, files)]
+        sherpa_proc = measure_process(ref_cmd)
+        report["sherpa_onnx"] = {
+            "process": sherpa_proc,
+            "stream": _sherpa_stream(model_files, threads, audio, window_frames, tail_padding_ms),
+        }
+        report["ratio_cpu_voiced_over_sherpa"] = round(voiced_proc["cpu_s"] / max(sherpa_proc["cpu_s"], 1e-9), 3)
+        report["ratio_rtf_voiced_over_sherpa"] = round(
+            report["voiced"]["stream"]["rtf"] / max(report["sherpa_onnx"]["stream"]["rtf"], 1e-9), 3)
+    elif reference:
+        report["sherpa_onnx"] = "not installed (pip install sherpa-onnx sherpa-onnx-bin)"
+    report["bench_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return report

@@ -1,0 +1,174 @@
+"""Command line: ``voiced transcribe | listen | bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from voiced import __version__
+from voiced.errors import VoicedError
+
+__all__ = ["main"]
+
+log = logging.getLogger("voiced")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def _add_asr_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("speech recognition")
+    g.add_argument("--asr-model", type=Path, required=required, metavar="DIR",
+                   help="transducer directory: encoder/decoder/joiner(.int8).onnx + tokens.txt")
+    g.add_argument("--method", choices=["greedy_search", "modified_beam_search"], default="greedy_search",
+                   help="search; modified_beam_search enables --hotword (default: %(default)s)")
+    g.add_argument("--hotword", action="append", default=[], metavar="PHRASE",
+                   help="phrase to boost (repeatable; modified_beam_search only)")
+    g.add_argument("--tail-padding-ms", type=int, default=800, metavar="N",
+                   help="silence appended at each endpoint before the final result (default: %(default)s)")
+    g.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
+
+
+def _add_vad_args(p: argparse.ArgumentParser, default: str) -> None:
+    g = p.add_argument_group("voice activity detection")
+    g.add_argument("--vad", choices=["none", "energy", "silero"], default=default,
+                   help="none: the whole input is one utterance; energy: level gate; silero: gate + Silero VAD"
+                   " (default: %(default)s)")
+    g.add_argument("--vad-model", type=Path, metavar="PATH", help="Silero VAD v5 ONNX file (needed by --vad silero)")
+    g.add_argument("--window-frames", type=int, default=10, metavar="N",
+                   help="10 ms frames per processing window (default: %(default)s = 100 ms)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="voiced",
+        description="Offline-first voice daemon: ALSA capture, VAD, streaming INT8 speech recognition.",
+    )
+    parser.add_argument("--version", action="version", version=f"voiced {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("transcribe", help="transcribe WAV files",
+                       description="Transcribe WAV files (any rate, channels, 16/24/32-bit int or float).")
+    _add_asr_args(p)
+    _add_vad_args(p, default="none")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per line: {"type", "file", "text", "start", "end"}')
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    p.set_defaults(func=cmd_transcribe)
+
+    p = sub.add_parser("listen", help="live events from an ALSA capture device",
+                       description="Listen on an ALSA device and print speech events until interrupted.")
+    p.add_argument("--device", default="default", metavar="PCM", help="ALSA PCM name, e.g. hw:1,0 (default: %(default)s)")
+    p.add_argument("--channel", type=int, default=None, metavar="N", help="capture channel to use (default: downmix)")
+    _add_asr_args(p, required=False)
+    _add_vad_args(p, default="silero")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_listen)
+
+    p = sub.add_parser("bench", help="benchmarks that print JSON figures")
+    bsub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
+    b = bsub.add_parser("asr", help="recognizer speed vs sherpa-onnx on the same model and audio",
+                        description="Real-time factor, per-window p50/p95, first partial, final delay, CPU, RSS;"
+                        " side by side with sherpa-onnx's C++ decoder when it is installed.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    b.set_defaults(func=cmd_bench_asr)
+    return parser
+
+
+def _recognizer(args: argparse.Namespace):
+    from voiced.asr.recognizer import Recognizer, RecognizerConfig
+    from voiced.asr.search import SearchMethod
+
+    config = RecognizerConfig(
+        method=SearchMethod(args.method), hotwords=tuple(args.hotword),
+        tail_padding_ms=args.tail_padding_ms, threads=args.threads,
+    )
+    return Recognizer.load(args.asr_model, config)
+
+
+def _endpointer(args: argparse.Namespace):
+    from voiced.vad import VadKind, build_endpointer
+
+    return build_endpointer(VadKind(args.vad), args.vad_model)
+
+
+def _print_event(ev, as_json: bool, **extra: object) -> None:
+    from voiced.listener import ListenEventType
+
+    if as_json:
+        print(json.dumps({**ev.to_dict(), **extra}, ensure_ascii=False), flush=True)
+    elif ev.type is ListenEventType.FINAL:
+        prefix = f"{extra['file']}: " if "file" in extra else ""
+        print(f"{prefix}[{ev.start:.2f}-{ev.end:.2f}] {ev.text}", flush=True)
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    from voiced.audio.source import WavSource
+    from voiced.listener import Listener
+
+    recognizer = _recognizer(args)
+    failed = 0
+    for path in args.files:
+        try:
+            listener = Listener(recognizer, _endpointer(args), args.window_frames)
+            with WavSource(path) as source:
+                for ev in listener.events(source.chunks()):
+                    _print_event(ev, args.json, file=str(path))
+        except VoicedError as exc:
+            print(f"voiced: {exc}", file=sys.stderr)
+            failed += 1
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def cmd_listen(args: argparse.Namespace) -> int:
+    from voiced.audio.alsa import AlsaCaptureConfig, AlsaSource
+    from voiced.listener import Listener
+
+    recognizer = _recognizer(args) if args.asr_model else None
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    listener = Listener(recognizer, _endpointer(args), args.window_frames)
+    source = AlsaSource(AlsaCaptureConfig(device=args.device, channel=args.channel), stop=stop)
+    log.info("listening on %s", args.device)
+    with source:
+        for ev in listener.events(source.chunks()):
+            _print_event(ev, args.json)
+            if not args.json:
+                print(f"{ev.type.value:12s} {ev.start:8.2f} {ev.end:8.2f} {ev.text}", flush=True)
+    return EXIT_OK
+
+
+def cmd_bench_asr(args: argparse.Namespace) -> int:
+    from voiced.bench import bench_asr
+
+    print(json.dumps(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference), indent=2))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except VoicedError as exc:
+        print(f"voiced: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
