@@ -21,7 +21,15 @@ import numpy as np
 from voiced.asr.context import ContextGraph
 from voiced.asr.features import FbankConfig, OnlineFeatures
 from voiced.asr.model import TransducerModel
-from voiced.asr.search import BeamSearch, BeamState, GreedySearch, GreedyState, Hypothesis, SearchMethod, confidence
+from voiced.asr.search import (
+    BeamSearch,
+    BeamState,
+    GreedySearch,
+    GreedyState,
+    Hypothesis,
+    SearchMethod,
+    confidence,
+)
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions

@@ -44,9 +44,14 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
     return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
+NO_TOKEN = -1
+"""Decoder input before the utterance's first token; icefall decoders embed it as zeros."""
+
+
 def _context_row(tokens: tuple[int, ...], context_size: int) -> list[int]:
-    row = list(tokens[-context_size:])
-    return [BLANK] * (context_size - len(row)) + row
+    # A path starts as [-1, ..., -1, blank] (as in sherpa-onnx) followed by its tokens.
+    start = [NO_TOKEN] * (context_size - 1) + [BLANK]
+    return (start + list(tokens[-context_size:]))[-context_size:]
 
 
 class GreedySearch:

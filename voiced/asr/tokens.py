@@ -15,6 +15,16 @@ WORD_START = "\u2581"
 
 UNK = "<unk>"
 
+# Punctuation that sheds the space before it in result text (ASCII, CJK and full-width marks).
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_PUNCT_RANGES = ((0x3001, 0x303F), (0xFF01, 0xFF0F), (0xFF1A, 0xFF20), (0xFF3B, 0xFF40), (0xFF5B, 0xFF65))
+
+
+def _is_punct(ch: str) -> bool:
+    if ch.isascii():
+        return ch in _ASCII_PUNCT
+    return any(lo <= ord(ch) <= hi for lo, hi in _PUNCT_RANGES)
+
 
 class SymbolTable:
     """Two-way map between token ids and symbols, read from ``tokens.txt``."""
@@ -22,6 +32,8 @@ class SymbolTable:
     def __init__(self, symbols: dict[int, str], scores: dict[str, float] | None = None) -> None:
         self._by_id = symbols
         self._by_sym = {s: i for i, s in symbols.items()}
+        # Shown form, as sherpa-onnx shows it: a leading word mark becomes one space.
+        self._shown = {i: " " + s[1:] if s.startswith(WORD_START) else s for i, s in symbols.items()}
         self.unk_id = self._by_sym.get(UNK)
         self._scores = scores or {}
         self._max_piece = max((len(s) for s in self._by_sym), default=1)
@@ -64,12 +76,22 @@ class SymbolTable:
         return self._by_sym.get(symbol)
 
     def symbols(self, ids: Sequence[int]) -> list[str]:
-        """Symbols of ``ids`` as the result shows them: ``<unk>`` is dropped, as sherpa-onnx does."""
-        return [self._by_id[i] for i in ids if i != self.unk_id]
+        """Symbols of ``ids`` as results show them (word mark as a space, no ``<unk>``), like sherpa-onnx."""
+        return [self._shown[i] for i in ids if i != self.unk_id]
 
     def text(self, ids: Sequence[int]) -> str:
-        """Readable text: pieces joined, word marks turned into spaces."""
-        return "".join(self.symbols(ids)).replace(WORD_START, " ").strip()
+        """Readable text, exactly as sherpa-onnx builds it from the same tokens.
+
+        Pieces are joined; a space before punctuation is dropped, then leading spaces and
+        one leading punctuation mark.
+        """
+        chars: list[str] = []
+        for ch in "".join(self.symbols(ids)):
+            if chars and chars[-1] == " " and _is_punct(ch):
+                chars.pop()
+            chars.append(ch)
+        text = "".join(chars).lstrip(" ")
+        return text[1:] if text and _is_punct(text[0]) else text
 
     def encode(self, phrase: str) -> list[int]:
         """Token ids for ``phrase`` (used for hotwords); empty when a word cannot be spelled.
