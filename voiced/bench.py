@@ -11,6 +11,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,14 +25,16 @@ __all__ = ["bench_asr", "measure_process"]
 
 def measure_process(cmd: Sequence[str]) -> dict[str, float]:
     """Run ``cmd`` to completion; its wall time, CPU seconds (user+sys) and peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} exited {proc.returncode}: {err[-2000:]}")
+    # stderr goes to a file: a pipe read only after the exit would fill up and block the child
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"{cmd[0]} exited {code}: {err.read().decode(errors='replace')[-2000:]}")
     return {
         "wall_s": round(wall, 3),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
