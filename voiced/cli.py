@@ -53,6 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    p = sub.add_parser("run", help="run the daemon (MQTT, Hermes protocol)",
+                       description="Run the daemon: capture, VAD, speech recognition, intents, MQTT."
+                       " Every config key is documented in README.md, section Configuration.")
+    p.add_argument("--config", type=Path, default=Path("/etc/voiced/voiced.toml"), metavar="FILE",
+                   help="TOML configuration (default: %(default)s)")
+    p.add_argument("--listen-mode", choices=["always", "on_request"], default="always",
+                   help="always: transcribe every utterance; on_request: only inside hermes/asr/startListening"
+                   " sessions (default: %(default)s)")
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("transcribe", help="transcribe WAV files",
                        description="Transcribe WAV files (any rate, channels, 16/24/32-bit int or float).")
     _add_asr_args(p)
@@ -109,6 +119,23 @@ def _print_event(ev, as_json: bool, **extra: object) -> None:
     elif ev.type is ListenEventType.FINAL:
         prefix = f"{extra['file']}: " if "file" in extra else ""
         print(f"{prefix}[{ev.start:.2f}-{ev.end:.2f}] {ev.text}", flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from voiced.config import Config
+    from voiced.pipeline import Daemon, ListenMode
+
+    config = Config.from_file(args.config)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    daemon = Daemon(config, ListenMode(args.listen_mode))
+    daemon.start()
+    log.info("voiced running as site %s", config.site.id)
+    stop.wait()
+    log.info("stopping")
+    daemon.stop()
+    return EXIT_OK
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

@@ -1,0 +1,186 @@
+"""The daemon's configuration: one TOML file, every key documented and validated at load.
+
+Errors name the key and the file (``mqtt.port in /etc/voiced/voiced.toml: must be ...``).
+See README.md, "Configuration", for the full list of keys.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from voiced.asr.search import SearchMethod
+from voiced.configfile import section_from_dict
+from voiced.errors import ConfigError
+from voiced.mqtt.client import MqttConfig
+from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
+
+__all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "IntentsSection", "SiteSection", "VadSection"]
+
+DEFAULT_PATH = Path("/etc/voiced/voiced.toml")
+
+
+@dataclass(frozen=True)
+class SiteSection:
+    id: str = "default"
+    """The Hermes ``siteId`` of this device; messages for other sites are ignored."""
+
+    def __post_init__(self) -> None:
+        if not self.id or set("/+#") & set(self.id):
+            raise ConfigError("id", f"must be non-empty without '/', '+' or '#', got {self.id!r}")
+
+
+@dataclass(frozen=True)
+class AudioSection:
+    source: str = "none"
+    """``alsa:DEVICE`` (e.g. ``alsa:hw:1,0``), ``file:PATH`` (played once, then idle) or ``none``."""
+    realtime: bool = False
+    """Pace a file source to the wall clock instead of as fast as the pipeline goes."""
+    channel: int | None = None
+    """Capture/file channel to use; unset: the mean of all channels."""
+    channels: int = 1
+    """Channels to open an ALSA device with (a 2-mic HAT gives 2)."""
+    window_frames: int = 10
+    """10 ms frames per processing window (10 = 100 ms)."""
+    capture_rate: int = 16_000
+    """Rate asked of the ALSA device; other rates are resampled to 16 kHz."""
+    fallback_rate: int = 48_000
+    """Rate to capture at when the device refuses ``capture_rate``."""
+    queue_windows: int = 50
+    """Windows buffered between capture and listening (50 = 5 s); when full the oldest is dropped and counted."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window_frames <= 100:
+            raise ConfigError("window_frames", f"must be within 1..100, got {self.window_frames}")
+        if self.queue_windows < 1:
+            raise ConfigError("queue_windows", f"must be at least 1, got {self.queue_windows}")
+
+
+@dataclass(frozen=True)
+class VadSection:
+    kind: VadKind = VadKind.SILERO
+    """``silero`` (energy gate + Silero VAD), ``energy`` (gate only) or ``none``."""
+    model: Path | None = None
+    """Silero VAD v5 ONNX file; required for ``silero``."""
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    """[vad.endpoint]: onset/offset thresholds, pre_roll_ms, min_speech_ms, min_silence_ms, max_utterance_s."""
+    gate: EnergyGateConfig = field(default_factory=EnergyGateConfig)
+    """[vad.gate]: threshold_db, adaptive, noise_margin_db, hangover_ms, noise_window_s."""
+
+    def __post_init__(self) -> None:
+        if self.kind is VadKind.SILERO and self.model is None:
+            raise ConfigError("model", "kind = 'silero' needs the path of a Silero VAD ONNX file")
+        if self.kind is VadKind.NONE:
+            raise ConfigError("kind", "the daemon needs a VAD to find utterances: use 'silero' or 'energy'")
+
+
+@dataclass(frozen=True)
+class AsrSection:
+    model: Path | None = None
+    """Transducer directory (encoder/decoder/joiner[.int8].onnx + tokens.txt); unset: no local ASR."""
+    method: SearchMethod = SearchMethod.MODIFIED_BEAM
+    """``modified_beam_search`` (boosts the intents' vocabulary) or ``greedy_search``."""
+    max_active_paths: int = 4
+    """Beam width of modified beam search."""
+    hotword_boost: float = 1.5
+    """Score bonus per token of a template phrase."""
+    tail_padding_ms: int = 800
+    """Silence appended at each endpoint before the final result."""
+    threads: int = 1
+    """ONNX Runtime threads for the recognizer."""
+    partials: bool = False
+    """Publish partial transcripts on hermes/asr/partialTextCaptured."""
+
+
+@dataclass(frozen=True)
+class IntentsSection:
+    templates: tuple[str, ...] = ()
+    """hassil YAML files or glob patterns (relative paths are relative to the config file)."""
+
+
+@dataclass(frozen=True)
+class DaemonSection:
+    state_dir: Path | None = None
+    """Where the outbox lives; unset: $STATE_DIRECTORY (systemd), else $XDG_STATE_HOME/voiced."""
+    stats_interval_s: float = 60.0
+    """Seconds between stats messages on voiced/<siteId>/stats."""
+    max_payload_bytes: int = 65_536
+    """Incoming MQTT payloads above this size are dropped and counted."""
+
+    def __post_init__(self) -> None:
+        if self.stats_interval_s <= 0:
+            raise ConfigError("stats_interval_s", f"must be > 0, got {self.stats_interval_s}")
+
+    def resolved_state_dir(self) -> Path:
+        if self.state_dir is not None:
+            return self.state_dir
+        if os.environ.get("STATE_DIRECTORY"):
+            return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "voiced"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration file."""
+
+    site: SiteSection = field(default_factory=SiteSection)
+    audio: AudioSection = field(default_factory=AudioSection)
+    vad: VadSection = field(default_factory=lambda: VadSection(kind=VadKind.ENERGY))
+    asr: AsrSection = field(default_factory=AsrSection)
+    intents: IntentsSection = field(default_factory=IntentsSection)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
+    daemon: DaemonSection = field(default_factory=DaemonSection)
+    path: Path | None = None
+    """The file this came from (for messages and relative paths)."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: Path | None = None) -> Config:
+        where = str(source) if source else None
+        sections: dict[str, Any] = {}
+        hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
+                 "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection}
+        for key, value in data.items():
+            if key not in hints:
+                raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
+            if key == "vad" and isinstance(value, dict) and "kind" not in value:
+                value = {"kind": VadKind.ENERGY.value if "model" not in value else VadKind.SILERO.value, **value}
+            sections[key] = section_from_dict(hints[key], value, key, where)
+        config = cls(**sections, path=source)
+        return config._resolved(data.get("mqtt", {}))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Config:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("config", "file not found", str(path)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("config", f"cannot read: {exc}", str(path)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("config", f"not valid TOML: {exc}", str(path)) from None
+        return cls.from_dict(data, path)
+
+    def _resolved(self, mqtt_raw: dict[str, Any]) -> Config:
+        """Fill defaults that depend on other keys and make paths relative to the file."""
+        base = self.path.parent if self.path else Path.cwd()
+
+        def rel(p: Path | None) -> Path | None:
+            return p if p is None or p.is_absolute() else base / p
+
+        mqtt = self.mqtt
+        if "availability_topic" not in mqtt_raw:
+            mqtt = replace(mqtt, availability_topic=f"voiced/{self.site.id}/availability")
+        templates = tuple(t if Path(t).is_absolute() else str(base / t) for t in self.intents.templates)
+        return replace(
+            self,
+            vad=replace(self.vad, model=rel(self.vad.model)),
+            asr=replace(self.asr, model=rel(self.asr.model)),
+            intents=IntentsSection(templates=templates),
+            mqtt=mqtt,
+            daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
+        )

@@ -1,0 +1,96 @@
+"""Turning TOML tables into frozen dataclasses, with errors that name the key and the file.
+
+Every config section is a frozen dataclass; :func:`section_from_dict` fills one from a
+table, converting by the field's annotation (bool, int, float, str, Path, Enum, tuples,
+optional values, nested dataclasses) and refusing unknown keys, so a typo is reported
+instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from voiced.errors import ConfigError
+
+__all__ = ["section_from_dict"]
+
+T = TypeVar("T")
+
+
+def section_from_dict(cls: type[T], data: Mapping[str, Any], prefix: str, source: str | None = None) -> T:
+    """Build dataclass ``cls`` from ``data``; ``prefix`` is the TOML table name used in errors."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(prefix, f"must be a table, got {type(data).__name__}", source)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{prefix}.{key}", f"unknown key (known: {known})", source)
+        kwargs[name] = _convert(value, hints[name], f"{prefix}.{key}", source)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        key = exc.key if "." in exc.key else f"{prefix}.{exc.key}"
+        raise ConfigError(key, exc.problem, exc.source or source) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(prefix, str(exc), source) from None
+
+
+def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _convert(value, option, key, source)
+            except ConfigError as exc:
+                errors.append(exc.problem)
+        raise ConfigError(key, "; ".join(errors), source)
+    if origin in (tuple, list):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(key, f"must be a list, got {value!r}", source)
+        item = args[0] if args else Any
+        return tuple(_convert(v, item, f"{key}[{i}]", source) for i, v in enumerate(value))
+    if hint is Any:
+        return value
+    if dataclasses.is_dataclass(hint):
+        return section_from_dict(hint, value, key, source)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in hint)
+            raise ConfigError(key, f"must be one of {choices}, got {value!r}", source) from None
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"must be true or false, got {value!r}", source)
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"must be an integer, got {value!r}", source)
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"must be a number, got {value!r}", source)
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"must be a string, got {value!r}", source)
+        return value
+    if hint is Path:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(key, f"must be a path string, got {value!r}", source)
+        return Path(value).expanduser()
+    raise ConfigError(key, f"unsupported setting type {hint!r}", source)

@@ -1,0 +1,336 @@
+"""The daemon: capture → listen (VAD + ASR) → intent → MQTT, and MQTT → actions.
+
+Stages run on named threads and talk through bounded queues (DESIGN.md, "Threads"):
+
+- ``capture``: audio source → 10 ms frames → windows → ``windows`` queue (drop oldest, counted);
+- ``listen``: windows → endpointer + recognizer → Hermes ASR messages → ``utterances`` queue;
+- ``intent``: transcripts and ``hermes/nlu/query`` texts → hassil → Hermes NLU messages;
+- ``stats``: a periodic ``voiced/<siteId>/stats`` message;
+- paho's network thread delivers incoming messages to the handlers here, which only parse,
+  check and enqueue: they never block the network loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+
+from voiced.asr.recognizer import Recognizer, RecognizerConfig
+from voiced.audio.frames import Windower
+from voiced.audio.source import AudioSource, open_source
+from voiced.config import Config
+from voiced.intents import IntentRecognizer
+from voiced.listener import ListenEvent, ListenEventType, Listener
+from voiced.mqtt import hermes
+from voiced.mqtt.client import MqttClient
+from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state
+from voiced.mqtt.outbox import Outbox, OutboxConfig
+from voiced.stages import Counters, DropOldestQueue
+from voiced.vad import Endpointer, SileroVad, VadKind, create_detector
+
+__all__ = ["Daemon", "ListenMode"]
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2
+"""How often an idle stage wakes to check for stop (and beat its heartbeat)."""
+
+
+class ListenMode(Enum):
+    ALWAYS = "always"
+    """Every utterance the VAD finds is transcribed."""
+    ON_REQUEST = "on_request"
+    """Only utterances inside a hermes/asr/startListening session are transcribed."""
+
+
+class _EndOfAudio:
+    """Queued after the last window of a finite source (a file)."""
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Text for the intent stage, from speech or from hermes/nlu/query."""
+
+    text: str
+    session_id: str | None
+    confidence: float = 1.0
+    tokens: tuple[hermes.AsrToken, ...] | None = None
+    request_id: str | None = None
+    intent_filter: tuple[str, ...] | None = None
+    custom_data: str | None = None
+    from_speech: bool = True
+
+
+class Daemon:
+    """Owns the models, the MQTT client and the stage threads."""
+
+    def __init__(self, config: Config, mode: ListenMode = ListenMode.ALWAYS) -> None:
+        self.config = config
+        self.mode = mode
+        self.site_id = config.site.id
+        self.counters = Counters()
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._muted = False
+        self._session: hermes.StartListening | None = None  # an open startListening request
+        self._utterance_session: str | None = None  # sessionId of the utterance being heard
+        self._threads: list[threading.Thread] = []
+        self._load_models()
+        self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
+        self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
+        state_dir = config.daemon.resolved_state_dir()
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.client = MqttClient(config.mqtt, Outbox(state_dir / "outbox.sqlite3", OutboxConfig()))
+        self.discovery = Discovery(
+            self.client,
+            DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
+            self.intents.intent_names,
+        )
+        self.source: AudioSource = open_source(
+            config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
+            stop=self.stop_event, config_file=str(config.path) if config.path else None,
+        )
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def _load_models(self) -> None:
+        """Everything heavy happens here, once, before READY."""
+        cfg = self.config
+        self.intents = IntentRecognizer.load(cfg.intents.templates)
+        self.recognizer: Recognizer | None = None
+        if cfg.asr.model is not None:
+            hotwords = tuple(self.intents.vocabulary())
+            self.recognizer = Recognizer.load(cfg.asr.model, RecognizerConfig(
+                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths, hotwords=hotwords,
+                hotword_boost=cfg.asr.hotword_boost, tail_padding_ms=cfg.asr.tail_padding_ms, threads=cfg.asr.threads,
+            ))
+        self.silero = SileroVad.load(cfg.vad.model) if cfg.vad.kind is VadKind.SILERO else None
+        self.listener = self._new_listener()
+
+    def _new_listener(self) -> Listener:
+        cfg = self.config.vad
+        endpointer = Endpointer(cfg.endpoint, create_detector(cfg.kind, self.silero, cfg.gate))
+        return Listener(self.recognizer, endpointer, self.config.audio.window_frames)
+
+    def start(self) -> None:
+        """Connect (without waiting for the broker) and start the stage threads."""
+        c = self.client
+        c.subscribe(hermes.Topic.NLU_QUERY, self._on_nlu_query)
+        c.subscribe(hermes.Topic.START_LISTENING, self._on_start_listening)
+        c.subscribe(hermes.Topic.STOP_LISTENING, self._on_stop_listening)
+        c.subscribe(hermes.Topic.ASR_TOGGLE_ON, self._on_toggle)
+        c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
+        c.connect()
+        self.source.open()
+        for name, target in (("capture", self._capture), ("listen", self._listen),
+                             ("intent", self._intent), ("stats", self._stats)):
+            t = threading.Thread(target=self._guard(name, target), name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the stages, close the source, flush the outbox while the broker is there."""
+        self.stop_event.set()
+        self.source.stop()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.source.close()
+        self.client.close(drain_timeout=max(0.5, deadline - time.monotonic()))
+
+    def _guard(self, name: str, target):
+        def run() -> None:
+            try:
+                target()
+            except Exception:
+                self.counters.add(f"stage_failures.{name}")
+                log.exception("stage %s failed", name)
+        return run
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _capture(self) -> None:
+        windower = Windower(self.config.audio.window_frames)
+        end = 0.0
+        for chunk in self.source.chunks():
+            for window in windower.push(chunk):
+                end = window.end
+                self.windows.put(window)
+            if self.stop_event.is_set():
+                return
+        for window in windower.flush():
+            end = window.end
+            self.windows.put(window)
+        if not self.stop_event.is_set():
+            self.windows.put(_EndOfAudio(end))
+            log.info("audio source ended after %.1f s; idle from now on", end)
+
+    def _listen(self) -> None:
+        while not self.stop_event.is_set():
+            item = self.windows.get(POLL_S)
+            if item is None:
+                continue
+            if isinstance(item, _EndOfAudio):
+                events = list(self.listener.finish(item.end))
+            elif self._muted:
+                self.counters.add("windows_muted")
+                continue
+            else:
+                self.counters.add("windows")
+                events = list(self.listener.process(item))
+            for ev in events:
+                self._on_listen_event(ev)
+
+    def _intent(self) -> None:
+        while not self.stop_event.is_set():
+            utt = self.utterances.get(POLL_S)
+            if utt is not None:
+                self._recognize(utt)
+
+    def _stats(self) -> None:
+        topic = f"voiced/{self.site_id}/stats"
+        while not self.stop_event.wait(self.config.daemon.stats_interval_s):
+            self.client.publish(topic, json.dumps(self.stats()))
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "siteId": self.site_id,
+            "counters": self.counters.snapshot(),
+            "mqtt": self.client.stats(),
+            "source": self.source.describe(),
+            "queued_windows": len(self.windows),
+        }
+
+    # -- listen events → Hermes ASR ----------------------------------------------------------
+
+    def _on_listen_event(self, ev: ListenEvent) -> None:
+        topics = self.discovery.topics
+        if ev.type is ListenEventType.SPEECH_START:
+            with self._lock:
+                request = self._session
+                if self.mode is ListenMode.ON_REQUEST and request is None:
+                    self._utterance_session = None
+                    return
+                self._utterance_session = (request.session_id if request and request.session_id else str(uuid.uuid4()))
+            self.counters.add("utterances")
+            self.client.publish(topics.listening, "ON", retain=True)
+            msg = hermes.session_started(self.site_id, self._utterance_session)
+            self.client.publish(msg.topic, msg.json())
+            return
+        session = self._utterance_session
+        if session is None:
+            return
+        if ev.type is ListenEventType.PARTIAL and self.config.asr.partials:
+            msg = hermes.partial_text_captured(ev.text, ev.result.confidence, ev.end - ev.start, self.site_id, session)
+            self.client.publish(msg.topic, msg.json())
+        elif ev.type is ListenEventType.SPEECH_END:
+            self.client.publish(topics.listening, "OFF", retain=True)
+        elif ev.type is ListenEventType.FINAL:
+            self._on_final(ev, session)
+
+    def _on_final(self, ev: ListenEvent, session: str) -> None:
+        with self._lock:
+            request = self._session
+            if request is not None and request.stop_on_silence:
+                self._session = None
+        text = ev.text.strip()
+        if not text:
+            self.counters.add("empty_transcripts")
+            self._end_session(session, hermes.TerminationReason.INTENT_NOT_RECOGNIZED)
+            return
+        self.counters.add("transcripts")
+        tokens = tuple(_word_tokens(ev))
+        msg = hermes.text_captured(text, ev.result.confidence, ev.end - ev.start, self.site_id, session, tokens=tokens)
+        self.client.publish(msg.topic, msg.json())
+        state, attributes = transcript_state(text, {"siteId": self.site_id, "sessionId": session, "start": ev.start, "end": ev.end})
+        topics = self.discovery.topics
+        self.client.publish(topics.transcript, state, retain=True)
+        self.client.publish(topics.transcript_attributes, attributes, retain=True)
+        self.utterances.put(Utterance(
+            text=text, session_id=session, confidence=ev.result.confidence, tokens=tokens,
+            intent_filter=request.intent_filter if request else None,
+        ))
+
+    # -- intents -----------------------------------------------------------------------------
+
+    def _recognize(self, utt: Utterance) -> None:
+        intent = self.intents.recognize(utt.text)
+        if intent is not None and utt.intent_filter is not None and intent.name not in utt.intent_filter:
+            intent = None
+        if intent is None:
+            self.counters.add("intents_not_recognized")
+            msg = hermes.intent_not_recognized(utt.text, self.site_id, utt.session_id, utt.request_id, utt.custom_data)
+            self.client.publish(msg.topic, msg.json())
+            if utt.from_speech:
+                self._end_session(utt.session_id, hermes.TerminationReason.INTENT_NOT_RECOGNIZED)
+            return
+        self.counters.add("intents")
+        msg = hermes.nlu_intent(intent, self.site_id, utt.session_id, utt.request_id, utt.custom_data,
+                                asr_tokens=utt.tokens, asr_confidence=utt.confidence if utt.from_speech else None)
+        self.client.publish(msg.topic, msg.json())
+        self.client.publish(self.discovery.topics.intent, intent_event(intent, self.site_id))
+        if utt.from_speech:
+            self._end_session(utt.session_id, hermes.TerminationReason.NOMINAL)
+
+    def _end_session(self, session: str | None, reason: hermes.TerminationReason) -> None:
+        if session is not None:
+            msg = hermes.session_ended(self.site_id, session, reason)
+            self.client.publish(msg.topic, msg.json())
+
+    # -- MQTT → actions (on paho's thread: parse, check, enqueue) ---------------------------
+
+    def _on_nlu_query(self, topic: str, payload: bytes) -> None:
+        query = hermes.parse_nlu_query(payload)  # MalformedMessage is logged and counted by the client
+        if not hermes.for_site(query, self.site_id):
+            return
+        self.counters.add("queries")
+        self.utterances.put(Utterance(
+            text=query.input, session_id=query.session_id, request_id=query.id,
+            intent_filter=query.intent_filter, custom_data=query.custom_data, from_speech=False,
+        ))
+
+    def _on_start_listening(self, topic: str, payload: bytes) -> None:
+        request = hermes.parse_start_listening(payload)
+        if hermes.for_site(request, self.site_id):
+            with self._lock:
+                self._session = request
+
+    def _on_stop_listening(self, topic: str, payload: bytes) -> None:
+        request = hermes.parse_stop_listening(payload)
+        if hermes.for_site(request, self.site_id):
+            with self._lock:
+                self._session = None
+
+    def _on_toggle(self, topic: str, payload: bytes) -> None:
+        toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.ASR_TOGGLE_ON)
+        if hermes.for_site(toggle, self.site_id):
+            self._muted = not toggle.enabled
+            log.info("ASR %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+
+def _word_tokens(ev: ListenEvent) -> list[hermes.AsrToken]:
+    """Words of the final text with their stream times, from the recognizer's token times."""
+    result = ev.result
+    words: list[hermes.AsrToken] = []
+    if result is None:
+        return words
+    starts: list[float] = []
+    for sym, t in zip(result.tokens, result.timestamps):
+        if sym.startswith(" ") or not starts:
+            starts.append(ev.audio_start + t)
+    text, pos = ev.text, 0
+    for i, word in enumerate(text.split()):
+        begin = text.index(word, pos)
+        pos = begin + len(word)
+        start = starts[i] if i < len(starts) else ev.end
+        end = starts[i + 1] if i + 1 < len(starts) else ev.end
+        words.append(hermes.AsrToken(word, result.confidence, begin, pos, round(start, 3), round(max(start, end), 3)))
+    return words
