@@ -22,7 +22,7 @@ from enum import Enum
 
 from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.audio.frames import Windower
-from voiced.audio.source import AudioSource, open_source
+from voiced.audio.source import AudioSource, WavSource, open_source
 from voiced.config import Config
 from voiced.intents import IntentRecognizer
 from voiced.listener import ListenEvent, ListenEventType, Listener
@@ -88,7 +88,7 @@ class Daemon:
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
         state_dir = config.daemon.resolved_state_dir()
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.client = MqttClient(config.mqtt, Outbox(state_dir / "outbox.sqlite3", OutboxConfig()))
+        self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / "outbox.sqlite3"))))
         self.discovery = Discovery(
             self.client,
             DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
@@ -159,33 +159,42 @@ class Daemon:
 
     def _capture(self) -> None:
         windower = Windower(self.config.audio.window_frames)
+        # A file not paced to the clock goes as fast as the pipeline: wait for room, drop nothing.
+        block = isinstance(self.source, WavSource) and not self.config.audio.realtime
         end = 0.0
         for chunk in self.source.chunks():
             for window in windower.push(chunk):
                 end = window.end
-                self.windows.put(window)
+                self.windows.put(window, block=block, stop=self.stop_event)
             if self.stop_event.is_set():
                 return
         for window in windower.flush():
             end = window.end
-            self.windows.put(window)
+            self.windows.put(window, block=block, stop=self.stop_event)
         if not self.stop_event.is_set():
-            self.windows.put(_EndOfAudio(end))
+            self.windows.put(_EndOfAudio(end), block=block, stop=self.stop_event)
             log.info("audio source ended after %.1f s; idle from now on", end)
 
     def _listen(self) -> None:
+        expected: float | None = None  # start of the next window if none was dropped or muted
         while not self.stop_event.is_set():
             item = self.windows.get(POLL_S)
             if item is None:
                 continue
+            events: list[ListenEvent] = []
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
+                expected = None
             elif self._muted:
                 self.counters.add("windows_muted")
                 continue
             else:
+                if expected is not None and abs(item.start - expected) > 1e-6:
+                    # audio is missing (dropped while we lagged, or muted): close what was open
+                    events = list(self.listener.finish(expected))
                 self.counters.add("windows")
-                events = list(self.listener.process(item))
+                events += self.listener.process(item)
+                expected = item.end
             for ev in events:
                 self._on_listen_event(ev)
 

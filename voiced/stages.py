@@ -34,7 +34,8 @@ class Counters:
 class DropOldestQueue(Generic[T]):
     """A bounded FIFO between two stages; when full, the oldest item makes room and is counted.
 
-    Audio must never back up behind a slow stage: old audio is worth less than new audio.
+    Live audio must never back up behind a slow stage: old audio is worth less than new
+    audio. A file has no clock, so its producer may block instead and lose nothing.
     """
 
     def __init__(self, maxsize: int, counters: Counters, drop_counter: str) -> None:
@@ -44,8 +45,11 @@ class DropOldestQueue(Generic[T]):
         self._counters = counters
         self._drop_counter = drop_counter
 
-    def put(self, item: T) -> None:
+    def put(self, item: T, block: bool = False, stop: threading.Event | None = None) -> None:
+        """Add ``item``; when full, drop the oldest, or with ``block`` wait for room (until ``stop``)."""
         with self._cond:
+            while block and len(self._items) >= self._maxsize and not (stop and stop.is_set()):
+                self._cond.wait(0.1)
             if len(self._items) >= self._maxsize:
                 self._items.popleft()
                 self._counters.add(self._drop_counter)
@@ -57,7 +61,9 @@ class DropOldestQueue(Generic[T]):
         with self._cond:
             if not self._cond.wait_for(lambda: self._items, timeout):
                 return None
-            return self._items.popleft()
+            item = self._items.popleft()
+            self._cond.notify_all()  # a blocked producer may go on
+            return item
 
     def __len__(self) -> int:
         with self._cond:

@@ -1,0 +1,183 @@
+"""The daemon end to end: real mosquitto, real audio files, generated transducer, Hermes checks."""
+
+from __future__ import annotations
+
+import json
+import wave
+from pathlib import Path
+
+import numpy as np
+import paho.mqtt.publish as mqtt_publish
+import pytest
+from rhasspyhermes.asr import AsrTextCaptured
+from rhasspyhermes.nlu import NluIntent, NluIntentNotRecognized
+
+from tests.modelgen.transducer import make_transducer
+from tests.mqtt.conftest import Broker, wait_until
+from voiced.config import Config
+from voiced.pipeline import Daemon
+
+TEMPLATES = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences:
+          - "turn on [the] {name}"
+"""
+
+UTTERANCES = ["swag_06_tompkins_0883.wav", "glitteringplain_15_morris_0108.wav", "roots_19_morris_0269.wav"]
+
+
+def make_config(tmp_path: Path, broker: Broker, **sections: dict) -> Config:
+    (tmp_path / "intents.yaml").write_text(TEMPLATES)
+    data = {
+        "site": {"id": "kitchen"},
+        "audio": {"source": "none"},
+        "vad": {"kind": "energy"},
+        "intents": {"templates": [str(tmp_path / "intents.yaml")]},
+        "mqtt": {"host": broker.host, "port": broker.port, "client_id": "voiced-test",
+                 "backoff": {"initial": 0.05, "maximum": 0.5}},
+        "daemon": {"state_dir": str(tmp_path / "state"), "stats_interval_s": 0.5},
+    }
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    return Config.from_dict(data, tmp_path / "voiced.toml")
+
+
+@pytest.fixture
+def running(request):
+    daemons: list[Daemon] = []
+
+    def start(config: Config) -> Daemon:
+        d = Daemon(config)
+        d.start()
+        daemons.append(d)
+        return d
+
+    yield start
+    for d in daemons:
+        d.stop(timeout=2)
+
+
+def query(broker: Broker, payload: dict | bytes, topic: str = "hermes/nlu/query") -> None:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload)
+    mqtt_publish.single(topic, body, qos=1, hostname=broker.host, port=broker.port)
+
+
+def answered_probe(broker: Broker, sub) -> None:
+    """Query until the daemon answers: its subscriptions are live from then on."""
+    def answered() -> bool:
+        query(broker, {"input": "probe", "siteId": "kitchen", "id": "probe"})
+        return any(json.loads(p).get("id") == "probe" for p in sub.payloads("hermes/nlu/intentNotRecognized"))
+    wait_until(answered, what="the daemon answering")
+    sub.messages.clear()
+
+
+def test_nlu_query_yields_intent_and_survives_garbage(tmp_path, broker, subscriber_factory, running) -> None:
+    sub = subscriber_factory(broker, "hermes/#")
+    stats = subscriber_factory(broker, "voiced/kitchen/stats")
+    daemon = running(make_config(tmp_path, broker))
+    assert daemon.client.wait_connected(10)
+    answered_probe(broker, sub)
+    for garbage in (b"not json", b"[1, 2]", b'{"input": 42, "siteId": "kitchen"}', b'{"siteId": "kitchen"}',
+                    b"{" * 70_000):
+        query(broker, garbage)
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-1", "sessionId": "s-1"})
+    query(broker, {"input": "turn on the kitchen light", "siteId": "garage", "id": "q-other"})
+    query(broker, {"input": "make me a sandwich", "siteId": "kitchen", "id": "q-2"})
+
+    sub.wait_for(lambda ms: any(t == "hermes/nlu/intentNotRecognized" and json.loads(p).get("id") == "q-2"
+                                for t, p, _ in ms), "the answer to q-2")
+    [raw] = sub.payloads("hermes/intent/HassTurnOn")
+    intent = NluIntent.from_dict(json.loads(raw))
+    assert intent.id == "q-1" and intent.session_id == "s-1" and intent.site_id == "kitchen"
+    assert intent.intent.intent_name == "HassTurnOn"
+    [slot] = intent.slots
+    assert slot.slot_name == "name" and slot.raw_value == "kitchen light" and slot.value["value"] == "kitchen light"
+    [raw] = [p for p in sub.payloads("hermes/nlu/intentNotRecognized") if json.loads(p)["id"] != "probe"]
+    miss = NluIntentNotRecognized.from_dict(json.loads(raw))
+    assert miss.id == "q-2" and miss.input == "make me a sandwich"
+    # the other site's query got no answer; the garbage was counted, not fatal
+    assert all(json.loads(p).get("id") != "q-other" for t, p, _ in sub.messages if t.startswith("hermes/intent"))
+    stats.wait_for(lambda ms: any(json.loads(p)["mqtt"].get("malformed", 0) >= 4 for _, p, _ in ms), "malformed count")
+    last = json.loads(stats.payloads()[-1])
+    assert last["mqtt"]["dropped_oversized"] >= 1
+    assert last["counters"]["queries"] >= 2
+
+
+def test_discovery_configs_are_retained_valid_json(tmp_path, broker, subscriber_factory, running) -> None:
+    daemon = running(make_config(tmp_path, broker))
+    assert daemon.client.wait_connected(10)
+    wait_until(lambda: daemon.client.stats()["queued"] == 0, what="outbox drained")
+    late = subscriber_factory(broker, "homeassistant/#")  # a fresh subscriber sees only retained messages
+    late.wait_for(lambda ms: len(ms) >= 4, "retained discovery configs")
+    configs = {t: json.loads(p) for t, p, retained in late.messages if retained}
+    components = {t.split("/")[1] for t in configs}
+    assert {"event", "sensor", "binary_sensor"} <= components
+    for cfg in configs.values():
+        assert cfg["availability_topic"] == "voiced/kitchen/availability"
+    [event] = [c for t, c in configs.items() if t.startswith("homeassistant/event/")]
+    assert "HassTurnOn" in event["event_types"]
+
+
+# -- audio in -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def asr_model(tmp_path_factory) -> Path:
+    return make_transducer(tmp_path_factory.mktemp("asr"), "zipformer2", seed=3, int8=True)
+
+
+@pytest.fixture
+def multi_utterance_wav(tmp_path, speech) -> Path:
+    gap = np.zeros(24000, np.int16)  # 1.5 s of silence between utterances
+    parts = [gap]
+    for name in UTTERANCES:
+        with wave.open(str(speech / "hifitts_6097_5min" / "audio" / name)) as w:
+            parts += [np.frombuffer(w.readframes(w.getnframes()), np.int16), gap]
+    path = tmp_path / "three.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(np.concatenate(parts).tobytes())
+    return path
+
+
+def audio_config(tmp_path, broker, wav: Path, model: Path, models_dir: Path) -> Config:
+    return make_config(
+        tmp_path, broker,
+        audio={"source": f"file:{wav}"},
+        vad={"kind": "silero", "model": str(models_dir / "silero_vad_v5" / "silero_vad.onnx")},
+        asr={"model": str(model), "method": "greedy_search"},
+    )
+
+
+def test_each_utterance_yields_text_captured(tmp_path, broker, subscriber_factory, running,
+                                             multi_utterance_wav, asr_model, models) -> None:
+    sub = subscriber_factory(broker, "hermes/#")
+    running(audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models))
+    captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+    assert all(c.text and c.site_id == "kitchen" and c.session_id for c in captured)
+    assert len({c.session_id for c in captured}) == 3
+    started = [json.loads(p)["sessionId"] for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
+    assert started == [c.session_id for c in captured]
+    for c in captured:
+        assert c.asr_tokens and c.asr_tokens[0], "word tokens with times"
+        assert " ".join(t.value for t in c.asr_tokens[0]) == c.text
+
+
+def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker_factory, subscriber_factory, running,
+                                                            multi_utterance_wav, asr_model, models) -> None:
+    broker = broker_factory(start=False)
+    daemon = running(audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models))
+    wait_until(lambda: daemon.counters.get("transcripts") == 3, timeout=60, what="3 transcripts while offline")
+    assert not daemon.client.connected
+    broker.start()
+    sub = subscriber_factory(broker, "hermes/asr/textCaptured")
+    # retained=False messages published before the subscriber existed would be lost by the broker,
+    # so the subscriber comes first and the daemon's backlog must still all arrive
+    daemon.client.wait_connected(30)
+    texts = [json.loads(p)["text"] for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+    assert len(texts) == 3
