@@ -1,0 +1,81 @@
+"""Config files: defaults, relative paths, and errors that name the key and the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voiced.asr.search import SearchMethod
+from voiced.config import Config
+from voiced.errors import ConfigError
+from voiced.stages import Counters, DropOldestQueue
+from voiced.vad import VadKind
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "voiced.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_relative_paths(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[site]
+id = "kitchen"
+[audio]
+source = "alsa:hw:1,0"
+[vad]
+model = "models/silero.onnx"
+[asr]
+model = "models/asr"
+[intents]
+templates = ["intents/*.yaml"]
+""")
+    c = Config.from_file(path)
+    assert c.site.id == "kitchen"
+    assert c.vad.kind is VadKind.SILERO and c.vad.model == tmp_path / "models/silero.onnx"
+    assert c.asr.model == tmp_path / "models/asr" and c.asr.method is SearchMethod.MODIFIED_BEAM
+    assert c.intents.templates == (str(tmp_path / "intents/*.yaml"),)
+    assert c.mqtt.availability_topic == "voiced/kitchen/availability"
+    assert c.audio.window_frames == 10
+
+
+@pytest.mark.parametrize("text, key, problem", [
+    ("[mqtt]\nport = 'x'", "mqtt.port", "must be an integer"),
+    ("[mqtt]\nport = 70000", "mqtt.port", "1..65535"),
+    ("[mqtt]\nprot = 1883", "mqtt.prot", "unknown key"),
+    ("[mqtts]\nport = 1883", "mqtts", "unknown section"),
+    ("[vad]\nkind = 'silero'", "vad.model", "Silero"),
+    ("[vad]\nkind = 'webrtc'", "vad.kind", "must be one of"),
+    ("[vad.endpoint]\nmin_silence_ms = -5", "vad.endpoint.min_silence_ms", ""),
+    ("[asr]\nmethod = 'beam'", "asr.method", "must be one of"),
+    ("[asr]\npartials = 'yes'", "asr.partials", "true or false"),
+    ("[audio]\nwindow_frames = 0", "audio.window_frames", "1..100"),
+    ("[site]\nid = 'a/b'", "site.id", "without"),
+    ("[intents]\ntemplates = 'x.yaml'", "intents.templates", "must be a list"),
+    ("[mqtt]\nusername = 'u'\npassword_file = '/nonexistent/pw'", "mqtt.password_file", "does not exist"),
+    ("not toml ][", "config", "not valid TOML"),
+])
+def test_errors_name_key_and_file(tmp_path: Path, text: str, key: str, problem: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        Config.from_file(path)
+    assert info.value.key == key
+    assert problem in str(info.value)
+    if key != "mqtt.password_file":  # that error names the missing file itself
+        assert str(path) in str(info.value)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        Config.from_file(tmp_path / "absent.toml")
+
+
+def test_drop_oldest_queue_counts_drops_and_can_block() -> None:
+    counters = Counters()
+    q: DropOldestQueue[int] = DropOldestQueue(2, counters, "dropped")
+    for i in range(5):
+        q.put(i)
+    assert counters.get("dropped") == 3
+    assert [q.get(0.1), q.get(0.1), q.get(0.01)] == [3, 4, None]
