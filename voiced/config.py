@@ -107,8 +107,6 @@ class DaemonSection:
     """Where the outbox lives; unset: $STATE_DIRECTORY (systemd), else $XDG_STATE_HOME/voiced."""
     stats_interval_s: float = 60.0
     """Seconds between stats messages on voiced/<siteId>/stats."""
-    max_payload_bytes: int = 65_536
-    """Incoming MQTT payloads above this size are dropped and counted."""
 
     def __post_init__(self) -> None:
         if self.stats_interval_s <= 0:
