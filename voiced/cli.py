@@ -169,8 +169,9 @@ def cmd_listen(args: argparse.Namespace) -> int:
     log.info("listening on %s", args.device)
     with source:
         for ev in listener.events(source.chunks()):
-            _print_event(ev, args.json)
-            if not args.json:
+            if args.json:
+                _print_event(ev, True, device=args.device)
+            else:  # live, every event is news
                 print(f"{ev.type.value:12s} {ev.start:8.2f} {ev.end:8.2f} {ev.text}", flush=True)
     return EXIT_OK
 

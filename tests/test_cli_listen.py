@@ -1,0 +1,107 @@
+"""voiced transcribe with a VAD, and voiced listen on real libasound (ALSA file plugin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
+from tests.modelgen.transducer import make_transducer
+from voiced.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+COMMAND = "hifitts_6097_5min/audio/swag_06_tompkins_0883.wav"  # "no mistake can well be made", 1.9 s
+
+
+@pytest.fixture(scope="module")
+def asr_model(tmp_path_factory) -> Path:
+    return make_transducer(tmp_path_factory.mktemp("asr"), "lstm", seed=5)
+
+
+def read(path: Path) -> np.ndarray:
+    with wave.open(str(path)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), np.int16)
+
+
+def padded_command(speech: Path, tmp_path: Path) -> Path:
+    silence = np.zeros(16000, np.int16)
+    path = tmp_path / "command.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(np.concatenate([silence, read(speech / COMMAND), silence, silence]).tobytes())
+    return path
+
+
+def test_silero_turns_one_command_into_one_utterance(speech, models, asr_model, tmp_path, capsys) -> None:
+    wav = padded_command(speech, tmp_path)
+    vad = models / "silero_vad_v5" / "silero_vad.onnx"
+    assert main(["transcribe", "--json", "--vad", "silero", "--vad-model", str(vad),
+                 "--asr-model", str(asr_model), str(wav)]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    types = [e["type"] for e in events]
+    assert types.count("speech_start") == 1 and types.count("final") == 1 and types.count("speech_end") == 1
+    start = next(e for e in events if e["type"] == "speech_start")
+    final = next(e for e in events if e["type"] == "final")
+    assert 0.8 <= start["start"] <= 1.3, "speech begins after 1 s of silence"
+    assert 2.6 <= final["end"] <= 3.2, "and ends 1.9 s later"
+    assert final["text"]
+
+
+def test_transcribe_energy_vad_on_resampled_stereo(speech, asr_model, tmp_path, capsys) -> None:
+    """A 44.1 kHz stereo 24-bit file goes through the same path (resample, downmix)."""
+    import soxr
+
+    mono = read(speech / COMMAND).astype(np.float32) / 32768
+    hi = soxr.resample(mono, 16000, 44100)
+    stereo = np.stack([hi, hi], axis=1)
+    pcm24 = np.clip(stereo * 2**23, -2**23, 2**23 - 1).astype("<i4")
+    raw = np.frombuffer(pcm24.tobytes(), np.uint8).reshape(-1, 4)[:, :3].tobytes()
+    path = tmp_path / "stereo24.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(3)
+        w.setframerate(44100)
+        w.writeframes(raw)
+    assert main(["transcribe", "--json", "--vad", "energy", "--asr-model", str(asr_model), str(path)]) == 0
+    finals = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"final"' in x]
+    assert len(finals) == 1 and finals[0]["text"]
+
+
+@needs_alsa
+def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path) -> None:
+    """voiced listen through real libasound: the file plugin's infile is the microphone."""
+    pcm = np.concatenate([np.zeros(8000, np.int16), read(speech / COMMAND), np.zeros(32000, np.int16)])
+    # the file plugin keeps returning stale data after its infile ends: pad with real silence
+    infile = tmp_path / "mic.raw"
+    infile.write_bytes(np.concatenate([pcm, np.zeros(16000 * 20, np.int16)]).tobytes())
+    conf = tmp_path / "asoundrc"
+    conf.write_text(file_pcm("mic", infile))
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{conf}", HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    vad = models / "silero_vad_v5" / "silero_vad.onnx"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voiced.cli", "listen", "--device", "mic", "--json", "--vad", "silero",
+         "--vad-model", str(vad), "--asr-model", str(asr_model)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    events = []
+    try:
+        for line in proc.stdout:
+            events.append(json.loads(line))
+            if events[-1]["type"] == "final":
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert [e["type"] for e in events if e["type"] != "partial"] == ["speech_start", "speech_end", "final"], err
+    assert events[-1]["device"] == "mic" and events[-1]["text"]
+    assert proc.returncode == 0, err
