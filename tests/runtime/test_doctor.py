@@ -1,0 +1,179 @@
+"""``voiced doctor`` on a working setup and on a broken one.
+
+Working: real libasound with file-plugin PCMs (in a fresh interpreter, since libasound
+reads its configuration once per process), generated models, a listening TCP socket as the
+broker. Broken: a device ALSA does not know, a missing VAD file, an incomplete ASR
+directory, a closed port, and a fake sysfs whose governor is powersave.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.audio.test_alsa import _alsa_conf, needs_alsa
+from tests.modelgen.transducer import make_transducer
+from voiced.doctor import Check, CheckStatus, DoctorOptions, run_checks, run_doctor
+from voiced.errors import ModelError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def broker() -> Iterator[tuple[str, int]]:
+    """Something accepting TCP connections, as far as a connect test can tell a broker."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield server.getsockname()
+    server.close()
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def vad_like_model(path: Path) -> Path:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def fake_cpufreq(root: Path, governor: str) -> Path:
+    for cpu in (0, 1):
+        (root / f"cpu{cpu}" / "cpufreq").mkdir(parents=True)
+        (root / f"cpu{cpu}" / "cpufreq" / "scaling_governor").write_text(governor + "\n")
+    return root
+
+
+def write_config(path: Path, *, source: str, vad: Path, asr: Path | None, host: str, port: int) -> Path:
+    asr_line = f'[asr]\nmodel = "{asr}"\n' if asr else ""
+    path.write_text(f'[audio]\nsource = "{source}"\n\n[vad]\nmodel = "{vad}"\n\n{asr_line}\n'
+                    f'[mqtt]\nhost = "{host}"\nport = {port}\n')
+    return path
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+@needs_alsa
+def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
+    asoundrc = tmp_path / "asoundrc"
+    asoundrc.write_text('pcm.mic {\n  type file\n  slave.pcm "null"\n  file "/dev/null"\n  infile "/dev/zero"\n}\n'
+                        'pcm.!default {\n  type file\n  slave.pcm "null"\n  file "/dev/null"\n}\n')
+    asr = make_transducer(tmp_path / "asr", "lstm")
+    config = write_config(tmp_path / "voiced.toml", source="alsa:mic", vad=vad_like_model(tmp_path / "vad.onnx"),
+                          asr=asr, host=broker[0], port=broker[1])
+    env = {**os.environ, "ALSA_CONFIG_PATH": f"{_alsa_conf()}:{asoundrc}", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "voiced.doctor", "--config", str(config), "--profile", "x86-64"],
+                          capture_output=True, text=True, timeout=300, env=env, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "[FAIL]" not in out
+    assert f"[ ok ] config: {config} is valid" in out
+    assert "[ ok ] capture: 'mic' opens at 16000 Hz (supports 16000, 44100, 48000 Hz)" in out
+    assert "[ ok ] playback: 'default' opens at 22050 Hz" in out
+    assert out.count("[ ok ] asr.model:") == 3 and "loads" in out
+    assert f"[ ok ] vad.model: {tmp_path / 'vad.onnx'}" in out
+    assert f"[ ok ] broker: {broker[0]}:{broker[1]} accepts TCP connections" in out
+    assert "[ ok ] hardware: profile x86-64" in out
+    assert "[ ok ] affinity capture: pinned to cores 0" in out
+
+
+def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
+    (tmp_path / "asr").mkdir()
+    (tmp_path / "asr" / "tokens.txt").write_text("<blk> 0\n")
+    port = closed_port()
+    config = write_config(tmp_path / "voiced.toml", source="alsa:voiced_no_such_pcm", vad=tmp_path / "missing.onnx",
+                          asr=tmp_path / "asr", host="127.0.0.1", port=port)
+    options = DoctorOptions(profile="pi4", cpufreq_root=fake_cpufreq(tmp_path / "cpu", "powersave"),
+                            broker_timeout_s=5)
+    lines, code = run_doctor(config, options)
+    assert code == 1
+    checks = by_name(run_checks(config, options))
+    assert checks["capture"].status is CheckStatus.FAIL
+    assert "voiced_no_such_pcm" in checks["capture"].message and "arecord -L" in checks["capture"].fix
+    assert checks["vad.model"].status is CheckStatus.FAIL and "missing.onnx does not exist" in checks["vad.model"].message
+    assert checks["asr.model"].status is CheckStatus.FAIL and "encoder" in checks["asr.model"].message
+    assert checks["broker"].status is CheckStatus.FAIL
+    assert f"127.0.0.1:{port} unreachable" in checks["broker"].message and str(config) in checks["broker"].fix
+    assert checks["governor"].status is CheckStatus.WARN and "voiced-cpu-performance" in checks["governor"].fix
+    text = "\n".join(lines)
+    assert "[FAIL] broker:" in text and "       fix: start the broker" in text
+    assert text.splitlines()[-1].startswith("4 problem(s)")
+
+
+def test_missing_and_invalid_config(tmp_path: Path) -> None:
+    lines, code = run_doctor(tmp_path / "nope.toml", DoctorOptions(profile="x86-64"))
+    assert code == 1 and any(line.startswith("[FAIL] config: config in") and "file not found" in line
+                             for line in lines)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[mqtt]\nport = 70000\n')
+    lines, code = run_doctor(bad, DoctorOptions(profile="x86-64"))
+    assert code == 1 and any("mqtt.port" in line and "65535" in line for line in lines)
+
+
+def test_unknown_profile_fails(tmp_path: Path) -> None:
+    checks = by_name(run_checks(tmp_path / "nope.toml", DoctorOptions(profile="pi9")))
+    assert checks["hardware"].status is CheckStatus.FAIL and "x86-64" in checks["hardware"].message
+
+
+def test_affinity_is_checked_per_stage_and_clamping_warned() -> None:
+    checks = [c for c in run_checks(Path("/nonexistent.toml"), DoctorOptions(profile="pi4"))
+              if c.name.startswith("affinity")]
+    assert {c.name for c in checks} == {f"affinity {s}" for s in ("capture", "listen", "intent", "speak", "mqtt")}
+    assert all(c.status is not CheckStatus.FAIL for c in checks)
+    if max(os.sched_getaffinity(0)) < 3:  # a Pi 4 profile on a smaller machine: clamped, said so
+        assert any(c.status is CheckStatus.WARN and "profile wants cores 2-3" in c.message for c in checks)
+    generic = [c for c in run_checks(Path("/nonexistent.toml"), DoctorOptions(profile="x86-64"))
+               if c.name.startswith("affinity")]
+    assert all(c.status is CheckStatus.OK for c in generic)  # the generic profile is meant to be clamped
+
+
+def test_checksum_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: tuple[str, int]) -> None:
+    from voiced import doctor
+
+    vad = vad_like_model(tmp_path / "vad.onnx")
+    config = write_config(tmp_path / "voiced.toml", source="none", vad=vad, asr=None, host=broker[0], port=broker[1])
+    options = DoctorOptions(profile="x86-64", load_models=False)
+
+    monkeypatch.setattr(doctor, "_verifier", lambda: lambda path: SimpleNamespace(trust=SimpleNamespace(value="verified")))
+    assert by_name(run_checks(config, options))["vad.model"].message == f"{vad} checksum verified"
+
+    def mismatch(path: Path) -> None:
+        raise ModelError(f"{path}: sha256 abc does not match the manifest's def")
+
+    monkeypatch.setattr(doctor, "_verifier", lambda: mismatch)
+    check = by_name(run_checks(config, options))["vad.model"]
+    assert check.status is CheckStatus.FAIL and "does not match" in check.message and "voiced models" in check.fix
+
+    monkeypatch.setattr(doctor, "_verifier", lambda: None)  # the manifest module absent: existence only
+    assert by_name(run_checks(config, options))["vad.model"].message == f"{vad} exists"
+
+
+def test_truncated_model_fails(tmp_path: Path, broker: tuple[str, int]) -> None:
+    vad = tmp_path / "vad.onnx"
+    vad.write_bytes(vad_like_model(tmp_path / "whole.onnx").read_bytes()[:20])
+    config = write_config(tmp_path / "voiced.toml", source="none", vad=vad, asr=None, host=broker[0], port=broker[1])
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64")))
+    assert checks["vad.model"].status is CheckStatus.FAIL
+    assert checks["capture"].status is CheckStatus.WARN  # source = none: nothing is listened to
+    assert checks["broker"].status is CheckStatus.OK
