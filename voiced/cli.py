@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
                    " sessions (default: %(default)s)")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("doctor", help="check devices, models, broker, CPU governor and affinity",
+                       description="Check what voiced needs and print what to fix; exit 1 if something is broken.")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE", help="TOML configuration to check")
+    p.set_defaults(func=cmd_doctor)
+
     p = sub.add_parser("transcribe", help="transcribe WAV files",
                        description="Transcribe WAV files (any rate, channels, 16/24/32-bit int or float).")
     _add_asr_args(p)
@@ -122,20 +127,48 @@ def _print_event(ev, as_json: bool, **extra: object) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import faulthandler
+
     from voiced.config import Config
     from voiced.pipeline import Daemon, ListenMode
+    from voiced.runtime.notify import SystemdNotifier
 
+    faulthandler.enable()  # a watchdog SIGABRT then logs every thread's stack
+    notifier = SystemdNotifier()
     config = Config.from_file(args.config)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    daemon = Daemon(config, ListenMode(args.listen_mode))
+    notifier.status("loading models")
+    daemon = Daemon(config, ListenMode(args.listen_mode), notifier)
+    reload_requested = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: daemon.supervisor.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: daemon.supervisor.request_stop())
+    signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
     daemon.start()
-    log.info("voiced running as site %s", config.site.id)
-    stop.wait()
+    daemon.client.wait_connected(1.0)  # the first connect was attempted; READY does not wait for the broker
+    notifier.ready(daemon.status_line())
+    log.info("voiced running as site %s: %s", config.site.id, daemon.status_line())
+    while not daemon.supervisor.wait(0.5):
+        if reload_requested.is_set():
+            reload_requested.clear()
+            notifier.reloading("reloading configuration")
+            try:
+                daemon.reload(Config.from_file(args.config))
+            except VoicedError as exc:  # a bad edit keeps the running configuration
+                log.error("reload failed, keeping the running configuration: %s", exc)
+            notifier.ready(daemon.status_line())
     log.info("stopping")
+    notifier.stopping("stopping: draining the outbox")
     daemon.stop()
-    return EXIT_OK
+    if daemon.supervisor.fatal:
+        log.error("giving up: %s", daemon.supervisor.fatal)
+    return daemon.supervisor.exit_code
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from voiced.doctor import run_doctor
+
+    lines, code = run_doctor(args.config)
+    print("\n".join(lines))
+    return code
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from voiced.errors import ConfigError
 from voiced.mqtt.client import MqttConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 
-__all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "IntentsSection", "SiteSection", "VadSection"]
+__all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection"]
 
 DEFAULT_PATH = Path("/etc/voiced/voiced.toml")
 
@@ -89,8 +89,8 @@ class AsrSection:
     """Score bonus per token of a template phrase."""
     tail_padding_ms: int = 800
     """Silence appended at each endpoint before the final result."""
-    threads: int = 1
-    """ONNX Runtime threads for the recognizer."""
+    threads: int | None = None
+    """ONNX Runtime threads for the recognizer; unset: the hardware profile's."""
     partials: bool = False
     """Publish partial transcripts on hermes/asr/partialTextCaptured."""
 
@@ -99,6 +99,12 @@ class AsrSection:
 class IntentsSection:
     templates: tuple[str, ...] = ()
     """hassil YAML files or glob patterns (relative paths are relative to the config file)."""
+
+
+@dataclass(frozen=True)
+class HardwareSection:
+    profile: str = "auto"
+    """``pi-zero-2w``, ``pi3``, ``pi4``, ``pi5``, ``x86-64``, a profile TOML path, or ``auto`` (from the device tree)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class Config:
     intents: IntentsSection = field(default_factory=IntentsSection)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     daemon: DaemonSection = field(default_factory=DaemonSection)
+    hardware: HardwareSection = field(default_factory=HardwareSection)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -140,7 +147,8 @@ class Config:
         where = str(source) if source else None
         sections: dict[str, Any] = {}
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
-                 "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection}
+                 "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
+                 "hardware": HardwareSection}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)

@@ -12,13 +12,15 @@ Stages run on named threads and talk through bounded queues (DESIGN.md, "Threads
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 from enum import Enum
+
+import numpy as np
 
 from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.audio.frames import Windower
@@ -30,6 +32,10 @@ from voiced.mqtt import hermes
 from voiced.mqtt.client import MqttClient
 from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state
 from voiced.mqtt.outbox import Outbox, OutboxConfig
+from voiced.runtime.hardware import OnnxRole, Stage, select_profile
+from voiced.runtime.notify import SystemdNotifier
+from voiced.runtime.onnx import SessionOptions
+from voiced.runtime.supervisor import StageContext, Supervisor
 from voiced.stages import Counters, DropOldestQueue
 from voiced.vad import Endpointer, SileroVad, VadKind, create_detector
 
@@ -72,7 +78,8 @@ class Utterance:
 class Daemon:
     """Owns the models, the MQTT client and the stage threads."""
 
-    def __init__(self, config: Config, mode: ListenMode = ListenMode.ALWAYS) -> None:
+    def __init__(self, config: Config, mode: ListenMode = ListenMode.ALWAYS,
+                 notifier: SystemdNotifier | None = None) -> None:
         self.config = config
         self.mode = mode
         self.site_id = config.site.id
@@ -82,7 +89,9 @@ class Daemon:
         self._muted = False
         self._session: hermes.StartListening | None = None  # an open startListening request
         self._utterance_session: str | None = None  # sessionId of the utterance being heard
-        self._threads: list[threading.Thread] = []
+        self.profile = select_profile(config.hardware.profile)
+        self.notifier = notifier or SystemdNotifier()
+        self.supervisor = Supervisor(notifier=self.notifier, status=self.status_line)
         self._load_models()
         self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
@@ -107,13 +116,27 @@ class Daemon:
         self.intents = IntentRecognizer.load(cfg.intents.templates)
         self.recognizer: Recognizer | None = None
         if cfg.asr.model is not None:
-            hotwords = tuple(self.intents.vocabulary())
+            session = self.profile.session_options(OnnxRole.ASR)
+            if cfg.asr.threads is not None:
+                session = SessionOptions(threads=cfg.asr.threads)
             self.recognizer = Recognizer.load(cfg.asr.model, RecognizerConfig(
-                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths, hotwords=hotwords,
-                hotword_boost=cfg.asr.hotword_boost, tail_padding_ms=cfg.asr.tail_padding_ms, threads=cfg.asr.threads,
-            ))
-        self.silero = SileroVad.load(cfg.vad.model) if cfg.vad.kind is VadKind.SILERO else None
+                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
+                hotwords=tuple(self.intents.vocabulary()), hotword_boost=cfg.asr.hotword_boost,
+                tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
+            ), session)
+        self.silero = None
+        if cfg.vad.kind is VadKind.SILERO:
+            self.silero = SileroVad.load(cfg.vad.model, self.profile.session_options(OnnxRole.VAD))
         self.listener = self._new_listener()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One second of silence through VAD and ASR: first-call allocations happen before READY."""
+        list(self._new_listener().events([np.zeros(16_000, np.float32)]))
+        if self.recognizer is not None:
+            stream = self.recognizer.create_stream()
+            stream.accept_waveform(np.zeros(16_000, np.float32))
+            self.recognizer.finish(stream)
 
     def _new_listener(self) -> Listener:
         cfg = self.config.vad
@@ -121,7 +144,7 @@ class Daemon:
         return Listener(self.recognizer, endpointer, self.config.audio.window_frames)
 
     def start(self) -> None:
-        """Connect (without waiting for the broker) and start the stage threads."""
+        """Connect (without waiting for the broker), open the source, start the stage threads."""
         c = self.client
         c.subscribe(hermes.Topic.NLU_QUERY, self._on_nlu_query)
         c.subscribe(hermes.Topic.START_LISTENING, self._on_start_listening)
@@ -130,54 +153,65 @@ class Daemon:
         c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
         c.connect()
         self.source.open()
-        for name, target in (("capture", self._capture), ("listen", self._listen),
-                             ("intent", self._intent), ("stats", self._stats)):
-            t = threading.Thread(target=self._guard(name, target), name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        p, sup = self.profile, self.supervisor
+        sup.add_stage(Stage.CAPTURE, self._capture, p.cpus(Stage.CAPTURE), realtime_priority=p.realtime_priority)
+        sup.add_stage(Stage.LISTEN, self._listen, p.cpus(Stage.LISTEN))
+        sup.add_stage(Stage.INTENT, self._intent, p.cpus(Stage.INTENT))
+        sup.add_stage("stats", self._stats, p.cpus(Stage.INTENT))
+        sup.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0) -> bool:
         """Stop the stages, close the source, flush the outbox while the broker is there."""
         self.stop_event.set()
         self.source.stop()
-        deadline = time.monotonic() + timeout
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        clean = self.supervisor.stop(timeout * 0.6)
         self.source.close()
-        self.client.close(drain_timeout=max(0.5, deadline - time.monotonic()))
+        self.client.close(drain_timeout=timeout * 0.4)
+        return clean
 
-    def _guard(self, name: str, target):
-        def run() -> None:
-            try:
-                target()
-            except Exception:
-                self.counters.add(f"stage_failures.{name}")
-                log.exception("stage %s failed", name)
-        return run
+    def status_line(self) -> str:
+        """What STATUS= shows: ``listening on alsa:hw:1,0 · mqtt connected · 0 dropped``."""
+        mqtt = "mqtt connected" if self.client.connected else "mqtt offline"
+        dropped = self.counters.get("windows_dropped") + self.counters.get("utterances_dropped")
+        state = "muted" if self._muted else "listening"
+        return f"{state} on {self.source.describe()} · {mqtt} · {dropped} dropped"
+
+    def reload(self, config: Config) -> None:
+        """SIGHUP: new intent templates (and the discovery that lists them) without touching audio."""
+        intents = IntentRecognizer.load(config.intents.templates)
+        self.intents = intents  # one reference swap: the intent stage sees old or new, never half
+        self.discovery.set_intent_names(intents.intent_names)
+        if dataclasses.replace(config, intents=self.config.intents) != self.config:
+            log.warning("reload applies [intents] only; restart voiced for the other changes")
+        log.info("reloaded %d intents", len(intents.intent_names))
 
     # -- stages ----------------------------------------------------------------------------
 
-    def _capture(self) -> None:
+    def _capture(self, ctx: StageContext) -> None:
         windower = Windower(self.config.audio.window_frames)
         # A file not paced to the clock goes as fast as the pipeline: wait for room, drop nothing.
         block = isinstance(self.source, WavSource) and not self.config.audio.realtime
         end = 0.0
         for chunk in self.source.chunks():
+            ctx.beat()
             for window in windower.push(chunk):
                 end = window.end
-                self.windows.put(window, block=block, stop=self.stop_event)
-            if self.stop_event.is_set():
+                self.windows.put(window, block=block, stop=ctx.stop)
+            if ctx.stop.is_set():
                 return
         for window in windower.flush():
             end = window.end
-            self.windows.put(window, block=block, stop=self.stop_event)
-        if not self.stop_event.is_set():
-            self.windows.put(_EndOfAudio(end), block=block, stop=self.stop_event)
-            log.info("audio source ended after %.1f s; idle from now on", end)
+            self.windows.put(window, block=block, stop=ctx.stop)
+        if not ctx.stop.is_set():
+            self.windows.put(_EndOfAudio(end), block=block, stop=ctx.stop)
+            log.info("audio source %s ended after %.1f s; idle from now on", self.source.describe(), end)
+        while not ctx.wait(POLL_S):  # idle, yet alive for the watchdog
+            ctx.beat()
 
-    def _listen(self) -> None:
+    def _listen(self, ctx: StageContext) -> None:
         expected: float | None = None  # start of the next window if none was dropped or muted
-        while not self.stop_event.is_set():
+        while not ctx.stop.is_set():
+            ctx.beat()
             item = self.windows.get(POLL_S)
             if item is None:
                 continue
@@ -198,16 +232,22 @@ class Daemon:
             for ev in events:
                 self._on_listen_event(ev)
 
-    def _intent(self) -> None:
-        while not self.stop_event.is_set():
+    def _intent(self, ctx: StageContext) -> None:
+        while not ctx.stop.is_set():
+            ctx.beat()
             utt = self.utterances.get(POLL_S)
             if utt is not None:
                 self._recognize(utt)
 
-    def _stats(self) -> None:
+    def _stats(self, ctx: StageContext) -> None:
         topic = f"voiced/{self.site_id}/stats"
-        while not self.stop_event.wait(self.config.daemon.stats_interval_s):
-            self.client.publish(topic, json.dumps(self.stats()))
+        waited = 0.0
+        while not ctx.wait(POLL_S):
+            ctx.beat()
+            waited += POLL_S
+            if waited >= self.config.daemon.stats_interval_s:
+                waited = 0.0
+                self.client.publish(topic, json.dumps(self.stats()))
 
     def stats(self) -> dict[str, object]:
         return {
@@ -216,6 +256,8 @@ class Daemon:
             "mqtt": self.client.stats(),
             "source": self.source.describe(),
             "queued_windows": len(self.windows),
+            "stages": {i.name: {"restarts": i.restarts, "failures": i.failures, "stalled": i.stalled}
+                       for i in self.supervisor.stages()},
         }
 
     # -- listen events → Hermes ASR ----------------------------------------------------------

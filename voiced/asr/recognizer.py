@@ -139,9 +139,11 @@ class Recognizer:
         self._default_graph = self._graph(config.hotwords)
 
     @classmethod
-    def load(cls, directory: str | Path, config: RecognizerConfig | None = None) -> Recognizer:
+    def load(cls, directory: str | Path, config: RecognizerConfig | None = None,
+             session: SessionOptions | None = None) -> Recognizer:
+        """``session`` (threads and their cores, from a hardware profile) overrides ``config.threads``."""
         config = config or RecognizerConfig()
-        return cls(TransducerModel.load(directory, SessionOptions(threads=config.threads)), config)
+        return cls(TransducerModel.load(directory, session or SessionOptions(threads=config.threads)), config)
 
     def _graph(self, phrases: Sequence[str]) -> ContextGraph | None:
         if self.config.method is not SearchMethod.MODIFIED_BEAM or not phrases:

@@ -9,6 +9,8 @@ cgroup) does not offer are dropped with a warning, so a Pi 4 profile still runs 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import threading
@@ -20,6 +22,7 @@ from pathlib import Path
 from voiced.errors import ConfigError
 
 __all__ = [
+    "name_current_thread",
     "CPUFREQ_ROOT",
     "GOVERNOR_FIX",
     "Governor",
@@ -221,3 +224,19 @@ def check_governors(root: Path = CPUFREQ_ROOT) -> GovernorReport:
     for warning in report.warnings:
         log.warning("%s", warning)
     return report
+
+
+_PR_SET_NAME = 15
+
+
+def name_current_thread(name: str) -> bool:
+    """Give the calling thread a kernel name (``top -H``, ``/proc/<pid>/task/<tid>/comm``).
+
+    Python's thread names stay inside Python; the kernel's (at most 15 bytes) is what
+    operators and ``ps`` see. False where prctl is unavailable.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

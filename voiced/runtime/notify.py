@@ -104,9 +104,12 @@ class SystemdNotifier:
         if self._sender is None:
             return False
         message = "\n".join(assignments)
+        # sdnotify encodes as Latin-1; systemd reads UTF-8. Handing it the UTF-8 bytes spelled
+        # as Latin-1 makes it send exactly those bytes (and never fail on a non-Latin-1 name).
+        wire = message.encode("utf-8").decode("latin-1")
         with self._lock:
             try:
-                self._sender.notify(message)
+                self._sender.notify(wire)
             except OSError as exc:
                 # systemd gone or its queue full: never take the daemon down for a notification.
                 log.warning("cannot notify systemd (%s): %s", message.replace("\n", " "), exc)

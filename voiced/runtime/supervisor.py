@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from voiced.errors import ConfigError
-from voiced.runtime.affinity import pin_current_thread, set_realtime
+from voiced.runtime.affinity import name_current_thread, pin_current_thread, set_realtime
 from voiced.runtime.backoff import Backoff, BackoffPolicy
 from voiced.runtime.notify import SystemdNotifier, WatchdogConfig
 
@@ -284,6 +284,7 @@ class Supervisor:
     def _run_stage(self, stage: _Stage) -> None:
         ctx = stage.ctx
         ctx.tid = threading.get_native_id()
+        name_current_thread(stage.name)
         try:
             ctx.cpus = pin_current_thread(stage.cpus, label=f"stage {stage.name}")
             if stage.realtime_priority:
