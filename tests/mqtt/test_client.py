@@ -1,0 +1,369 @@
+"""MqttClient against a real mosquitto: delivery, outages, restarts, last will, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from voiced.configfile import section_from_dict
+from voiced.errors import ConfigError
+from voiced.mqtt.client import MqttClient, MqttConfig
+from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
+from voiced.mqtt.outbox import Outbox, OutboxConfig
+
+from .conftest import Broker, Gate, Subscriber, raw_publish, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+AVAILABILITY = "voiced/test/availability"
+
+
+def numbered(payloads: list[bytes]) -> list[int]:
+    return [int(p) for p in payloads]
+
+
+def test_publish_is_delivered_in_order_and_acknowledged(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    sub = subscriber_factory(broker, "data/#")
+    client = client_factory(broker, max_inflight=4)  # a small window: the refill path is exercised
+    for i in range(100):
+        assert client.publish("data/n", str(i).encode())
+    assert numbered(sub.wait_count(100)) == list(range(100))
+    wait_until(lambda: client.stats()["published"] == 100, what="every PUBACK")
+    stats = client.stats()
+    assert stats["queued"] == 0 and stats["inflight"] == 0 and stats["connected"] is True
+
+
+def test_birth_is_retained_online_and_close_publishes_offline(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker)
+    first = subscriber_factory(broker, AVAILABILITY)
+    first.wait_for(lambda ms: any(p == b"online" for _, p, _ in ms), "online")
+    late = subscriber_factory(broker, AVAILABILITY)  # subscribes after the birth: sees it retained
+    late.wait_for(lambda ms: (AVAILABILITY, b"online", True) in ms, "retained online")
+    client.close(drain_timeout=5)
+    late.wait_for(lambda ms: ms[-1][1] == b"offline", "offline on close")
+
+
+class Producer(threading.Thread):
+    """Publishes 0, 1, 2, … as a steady stream; can pause at a message boundary."""
+
+    def __init__(self, client: MqttClient, topic: str, total: int) -> None:
+        super().__init__(name="producer")
+        self.client, self.topic, self.total = client, topic, total
+        self.published = 0
+        self._run = threading.Event()
+        self._run.set()
+        self._paused = threading.Event()
+
+    def run(self) -> None:
+        for i in range(self.total):
+            if not self._run.is_set():
+                self._paused.set()
+                self._run.wait()
+                self._paused.clear()
+            assert self.client.publish(self.topic, str(i).encode())
+            self.published = i + 1
+            if i % 10 == 0:
+                threading.Event().wait(0.002)
+
+    def pause(self) -> None:
+        self._run.clear()
+        assert self._paused.wait(20) or not self.is_alive()
+
+    def resume(self) -> None:
+        self._run.set()
+
+
+def test_broker_killed_and_restarted_mid_stream_loses_and_repeats_nothing(
+    broker: Broker,
+    gate_factory: Callable[..., Gate],
+    subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    sub = subscriber_factory(broker, "stream/#")
+    gate = gate_factory(broker)
+    client = client_factory(gate)
+    assert client.wait_connected(20)
+    total = 600
+    producer = Producer(client, "stream/n", total)
+    producer.start()
+    sub.wait_count(100)
+    # The kill comes when nothing is in flight. With a message in flight QoS 1 itself allows
+    # a duplicate (the broker forwarded it and died before its PUBACK reached us; that case
+    # has its own test below), and a broker without persistence that dies loses what it
+    # acknowledged but had not yet forwarded. Publishing goes on while the broker is down.
+    producer.pause()
+    wait_until(lambda: client.stats()["queued"] == 0, what="everything so far acknowledged")
+    sub.wait_count(producer.published)  # … and forwarded
+    gate.shut()  # the client may come back only after the subscriber (see below)
+    broker.stop(signal.SIGKILL)
+    producer.resume()
+    at_kill = producer.published
+    wait_until(lambda: producer.published >= min(total, at_kill + 100), what="publishing while the broker is down")
+    broker.start()
+    # The restarted broker knows no subscription: let the client in once the subscriber is back.
+    sub.wait_subscribed(2)
+    gate.open()
+    producer.join()
+    got = sub.wait_count(total)
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+    assert numbered(got) == list(range(total))  # every message, once, in order
+    stats = client.stats()
+    assert stats["reconnects"] >= 1
+    assert stats["published"] == total
+    assert numbered(sub.payloads()) == list(range(total))  # and nothing more arrived later
+
+
+def test_connection_cut_with_messages_in_flight_resends_only_those_in_order(
+    broker: Broker,
+    gate_factory: Callable[..., Gate],
+    subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    # The network fails while messages are in flight. The broker stays up and delivers
+    # whatever reached it; what the client did not see acknowledged it sends
+    # again (QoS 1: at least once), first, in order, then the rest of the stream.
+    sub = subscriber_factory(broker, "flight/#")
+    gate = gate_factory(broker)
+    window = 8
+    client = client_factory(gate, max_inflight=window)
+    assert client.wait_connected(20)
+    total = 400
+    producer = Producer(client, "flight/n", total)
+    producer.start()
+    sub.wait_count(100)
+    # Held with nothing in flight, so no acknowledgement is on its way when the gate holds them.
+    producer.pause()
+    wait_until(lambda: client.stats()["queued"] == 0, what="everything so far acknowledged")
+    gate.hold_replies()  # PUBACKs stop reaching the client: the window fills and stays full
+    producer.resume()
+    wait_until(lambda: client.stats()["inflight"] == window, what="a full window")
+    handed = client.stats()["published"] + window
+    sub.wait_count(handed)  # the broker forwarded every message in flight
+    gate.cut()
+    producer.join()
+    sub.wait_for(lambda ms: {p for _, p, _ in ms} >= {str(n).encode() for n in range(total)}, "every message")
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+    got = numbered(sub.payloads())
+    assert client.stats()["reconnects"] >= 1
+    # Exactly the window in flight at the cut comes again, first and in order: a rewind to
+    # the first unacknowledged message, then the rest of the stream; no gap, no disorder.
+    assert got == list(range(handed)) + list(range(handed - window, total))
+
+
+def test_client_started_while_the_broker_is_down_delivers_its_backlog(
+    broker_factory: Callable[..., Broker],
+    gate_factory: Callable[..., Gate],
+    subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    broker = broker_factory(start=False)
+    gate = gate_factory(broker, open=False)
+    client = client_factory(gate)  # connect() returns although nothing listens
+    assert not client.connected
+    for i in range(30):
+        client.publish("backlog/n", str(i).encode())
+    wait_until(lambda: client.stats()["connect_failures"] >= 2, what="retries with backoff")
+    assert client.stats()["queued"] == 30
+    broker.start()
+    sub = subscriber_factory(broker, "backlog/#")
+    gate.open()
+    assert numbered(sub.wait_count(30)) == list(range(30))
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+
+
+def test_outbox_survives_the_process_and_a_new_client_delivers_the_rest(
+    tmp_path: Path,
+    broker_factory: Callable[..., Broker],
+    subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    broker = broker_factory(start=False)
+    db = tmp_path / "state" / "outbox.sqlite"
+    script = textwrap.dedent(f"""
+        from voiced.mqtt.client import MqttClient, MqttConfig
+        from voiced.mqtt.outbox import Outbox, OutboxConfig
+        from voiced.runtime.backoff import BackoffPolicy
+        client = MqttClient(
+            MqttConfig(host="127.0.0.1", port={broker.port}, backoff=BackoffPolicy(0.02, 0.2)),
+            Outbox(OutboxConfig({str(db)!r})),
+        )
+        client.connect()
+        for i in range(25):
+            client.publish("restart/n", str(i).encode())
+        client.close(drain_timeout=0)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=60)
+    with Outbox(OutboxConfig(str(db))) as box:
+        assert len(box) == 25  # on disk, written by the process that is gone
+    broker.start()
+    sub = subscriber_factory(broker, "restart/#")
+    client = client_factory(broker, outbox=str(db.relative_to(tmp_path)))
+    assert numbered(sub.wait_count(25)) == list(range(25))
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+
+
+def test_a_second_client_on_the_same_outbox_sends_only_what_was_not_acknowledged(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    sub = subscriber_factory(broker, "rest/#")
+    first = client_factory(broker, outbox="shared.sqlite")
+    for i in range(10):
+        first.publish("rest/n", str(i).encode())
+    sub.wait_count(10)
+    wait_until(lambda: first.stats()["queued"] == 0, what="the first ten acknowledged")
+    broker.stop()
+    for i in range(10, 20):
+        first.publish("rest/n", str(i).encode())
+    first.close(drain_timeout=0)
+    broker.start()
+    sub.wait_subscribed(2)
+    client_factory(broker, outbox="shared.sqlite")
+    assert numbered(sub.wait_count(20)) == list(range(20))
+    assert numbered(sub.payloads()) == list(range(20))
+
+
+def test_last_will_says_offline_when_the_client_dies(
+    tmp_path: Path, broker: Broker, subscriber_factory: Callable[..., Subscriber]
+) -> None:
+    sub = subscriber_factory(broker, "lwt/#")
+    script = textwrap.dedent(f"""
+        import threading
+        from voiced.mqtt.client import MqttClient, MqttConfig
+        from voiced.mqtt.outbox import Outbox, OutboxConfig
+        client = MqttClient(
+            MqttConfig(host="127.0.0.1", port={broker.port}, availability_topic="lwt/availability"),
+            Outbox(OutboxConfig({str(tmp_path / "lwt.sqlite")!r})),
+        )
+        client.connect()
+        threading.Event().wait()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        sub.wait_for(lambda ms: ("lwt/availability", b"online", False) in ms, "online")
+        proc.send_signal(signal.SIGKILL)  # no DISCONNECT: the broker publishes the will
+        proc.wait(timeout=20)
+        sub.wait_for(lambda ms: ms[-1][:2] == ("lwt/availability", b"offline"), "the last will")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_bad_payloads_are_counted_and_survived(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker, max_payload_bytes=1024)
+    queries: list[str] = []
+    client.subscribe(Topic.NLU_QUERY, lambda topic, payload: queries.append(parse_nlu_query(payload).input))
+
+    def explode(topic: str, payload: bytes) -> None:
+        raise RuntimeError("handler bug")
+
+    client.subscribe("boom", explode)
+    assert client.wait_connected(20)
+    wait_until(lambda: client.stats()["connected"], what="subscriptions")
+    # A message to ourselves proves the subscriptions are in place before the bad input.
+    client.publish(Topic.NLU_QUERY, json.dumps({"input": "first"}))
+    wait_until(lambda: queries == ["first"], what="the first query")
+    bad = [
+        b"not json {",
+        b"\xff\xfe",
+        b"[1, 2, 3]",
+        json.dumps({"siteId": "default"}).encode(),  # input missing
+        json.dumps({"input": 42}).encode(),  # wrong type
+        json.dumps({"input": "x", "intentFilter": "HassTurnOn"}).encode(),  # not a list
+    ]
+    for payload in bad:
+        raw_publish(broker, Topic.NLU_QUERY, payload)
+    raw_publish(broker, Topic.NLU_QUERY, json.dumps({"input": "y" * 2000}).encode())  # oversized
+    raw_publish(broker, "boom", b"{}")
+    raw_publish(broker, Topic.NLU_QUERY, json.dumps({"input": "still here"}).encode())
+    wait_until(lambda: queries == ["first", "still here"], what="the valid query after the bad ones")
+    stats = client.stats()
+    assert stats["malformed"] == len(bad)
+    assert stats["dropped_oversized"] == 1
+    assert stats["handler_errors"] == 1
+    # The client still publishes, and refuses oversized payloads of its own.
+    sub = subscriber_factory(broker, "after/#")
+    assert client.publish("after/ok", b"fine")
+    assert not client.publish("after/big", b"z" * 1025)
+    assert sub.wait_count(1) == [b"fine"]
+    assert client.stats()["dropped_oversized"] == 2
+
+
+def test_malformed_message_is_a_voiced_error() -> None:
+    from voiced.errors import VoicedError
+
+    assert issubclass(MalformedMessage, VoicedError)
+
+
+def test_subscriptions_come_back_after_a_broker_restart(
+    broker: Broker, client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker)
+    seen: list[bytes] = []
+    client.subscribe("cmd/#", lambda t, p: seen.append(p))
+    assert client.wait_connected(20)
+    client.publish("cmd/x", b"1")
+    wait_until(lambda: seen == [b"1"], what="our own message")
+    broker.restart()
+    wait_until(lambda: client.stats()["reconnects"] >= 1 and client.connected, what="the reconnect")
+    client.publish("cmd/x", b"2")
+    wait_until(lambda: seen == [b"1", b"2"], what="the message after the restart")
+
+
+def test_password_file_and_tls_files_must_exist(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    with pytest.raises(ConfigError) as err:
+        MqttConfig(username="u", password_file=missing)
+    assert err.value.key == "mqtt.password_file" and missing in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        MqttConfig(ca_file=missing)
+    assert missing in str(err.value)
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    assert MqttConfig(username="u", password_file=str(secret)).read_password() == "s3cret"
+
+
+def test_the_mqtt_table_is_validated_with_keys_and_file_named(tmp_path: Path) -> None:
+    config = section_from_dict(
+        MqttConfig, {"host": "broker", "port": 8883, "tls": True, "backoff": {"initial": 1, "maximum": 10}},
+        "mqtt", "voiced.toml",
+    )
+    assert config.port == 8883 and config.uses_tls and config.backoff.maximum == 10.0
+    for data, key in [
+        ({"port": 0}, "mqtt.port"),
+        ({"keepalive": 1}, "mqtt.keepalive"),
+        ({"availability_topic": "a/#"}, "mqtt.availability_topic"),
+        ({"cert_file": str(tmp_path)}, "mqtt.cert_file"),
+        ({"password_file": str(tmp_path / "pw")}, "mqtt.username"),
+        ({"username": "u", "password_file": str(tmp_path / "pw")}, "mqtt.password_file"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            section_from_dict(MqttConfig, data, "mqtt", "voiced.toml")
+        assert err.value.key == key and err.value.source == "voiced.toml"
+
+
+def test_publish_before_connect_is_kept_and_sent_later(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    sub = subscriber_factory(broker, "early/#")
+    client = client_factory(broker, connect=False)
+    client.publish("early/n", b"0")
+    assert client.stats()["queued"] == 1
+    client.connect()
+    assert sub.wait_count(1) == [b"0"]
+

@@ -1,0 +1,124 @@
+"""Home Assistant discovery on a real broker: retained, valid, republished when HA returns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from voiced.errors import ConfigError
+from voiced.intents import Intent, Slot, SlotKind
+from voiced.mqtt.client import MqttClient
+from voiced.mqtt.discovery import (
+    Discovery,
+    DiscoveryConfig,
+    discovery_messages,
+    intent_event,
+    node_id_for,
+    state_topics,
+    transcript_state,
+)
+
+from .conftest import Broker, Subscriber, raw_publish, wait_until
+
+AVAILABILITY = "voiced/test/availability"
+INTENTS = ["HassTurnOn", "HassTurnOff", "HassLightSet"]
+
+
+def configs(sub: Subscriber) -> dict[str, dict[str, object]]:
+    return {t: json.loads(p) for t, p, _ in sub.messages if t.endswith("/config")}
+
+
+def test_configs_are_retained_valid_and_complete(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker)
+    Discovery(client, DiscoveryConfig(site_id="living room", availability_topic=AVAILABILITY), INTENTS)
+    wait_until(lambda: client.connected and client.stats()["published"] >= 4, what="discovery acknowledged")
+    # A fresh subscriber after the fact: only retained messages can reach it.
+    sub = subscriber_factory(broker, "homeassistant/#")
+    sub.wait_for(lambda ms: len({t for t, _, _ in ms if t.endswith("/config")}) == 4, "four configs")
+    assert all(retained for t, _, retained in sub.messages if t.endswith("/config"))
+    found = configs(sub)
+    node = "living_room"
+    assert set(found) == {
+        f"homeassistant/event/{node}/intent/config",
+        f"homeassistant/sensor/{node}/transcript/config",
+        f"homeassistant/binary_sensor/{node}/listening/config",
+        f"homeassistant/binary_sensor/{node}/speaking/config",
+    }
+    unique_ids = {c["unique_id"] for c in found.values()}
+    assert len(unique_ids) == 4
+    for config in found.values():
+        assert config["availability_topic"] == AVAILABILITY
+        assert config["device"] == found[f"homeassistant/event/{node}/intent/config"]["device"]
+        assert config["device"]["identifiers"] == [f"voiced_{node}"]  # type: ignore[index]
+        assert isinstance(config["state_topic"], str) and "+" not in config["state_topic"]
+    event = found[f"homeassistant/event/{node}/intent/config"]
+    assert event["event_types"] == sorted(INTENTS)
+    sensor = found[f"homeassistant/sensor/{node}/transcript/config"]
+    assert sensor["json_attributes_topic"] != sensor["state_topic"]
+    listening = found[f"homeassistant/binary_sensor/{node}/listening/config"]
+    assert (listening["payload_on"], listening["payload_off"]) == ("ON", "OFF")
+    # The device is available while the client is connected.
+    sub2 = subscriber_factory(broker, AVAILABILITY)
+    sub2.wait_for(lambda ms: (AVAILABILITY, b"online", True) in ms, "retained online")
+
+
+def test_republished_when_home_assistant_comes_online(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker)
+    discovery = Discovery(client, DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY), INTENTS)
+    wait_until(lambda: client.connected and client.stats()["published"] >= 4, what="discovery acknowledged")
+    assert discovery.publications == 1
+    sub = subscriber_factory(broker, "homeassistant/+/kitchen/#")
+    sub.wait_count(4)  # the retained copies
+    raw_publish(broker, "homeassistant/status", b"offline")
+    raw_publish(broker, "homeassistant/status", b"online")  # HA's birth message after its restart
+    sub.wait_count(8)  # published again, live this time
+    assert discovery.publications == 2
+    live = [m for m in sub.messages[4:]]
+    assert not any(retained for _, _, retained in live)  # delivered live (still stored retained)
+    assert {t for t, _, _ in live} == {t for t, _, _ in sub.messages[:4]}
+
+
+def test_republished_after_reconnect_and_with_new_intents(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    client = client_factory(broker)
+    discovery = Discovery(client, DiscoveryConfig(site_id="hall", availability_topic=AVAILABILITY), INTENTS)
+    wait_until(lambda: discovery.publications == 1, what="the first publication")
+    broker.restart()  # a broker without persistence forgets retained configs
+    wait_until(lambda: discovery.publications == 2, what="the publication after the reconnect")
+    discovery.set_intent_names(["GetTime"])
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+    sub = subscriber_factory(broker, "homeassistant/event/#")
+    sub.wait_count(1)
+    assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]
+
+
+def test_state_payloads() -> None:
+    config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
+    topics = state_topics(config)
+    assert topics.intent == "voiced/kitchen/intent"
+    state, attributes = transcript_state("x" * 300, {"likelihood": 0.5})
+    assert len(state.decode()) == 255
+    details = json.loads(attributes)
+    assert details == {"text": "x" * 300, "likelihood": 0.5}
+    assert transcript_state("turn on the light")[0] == b"turn on the light"
+    slot = Slot("area", "area", "Kitchen", "kitchen", SlotKind.LIST, 20, 27)
+    event = json.loads(intent_event(Intent("HassTurnOn", "turn on the light in Kitchen", (slot,), 1.0), "kitchen"))
+    assert event["event_type"] == "HassTurnOn" and event["slots"] == {"area": "kitchen"}
+    assert node_id_for("Küche / 2") == "K_che___2"
+    messages = discovery_messages(config, ["B", "A", "B"])
+    assert messages[0].config["event_types"] == ["A", "B"]
+    assert all(json.loads(m.json()) == m.config for m in messages)
+
+
+def test_bad_config() -> None:
+    with pytest.raises(ConfigError):
+        DiscoveryConfig(site_id="", availability_topic=AVAILABILITY)
+    with pytest.raises(ConfigError):
+        DiscoveryConfig(site_id="x", availability_topic=AVAILABILITY, prefix="home/#")

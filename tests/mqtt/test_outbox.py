@@ -1,0 +1,147 @@
+"""The SQLite outbox on its own: order, acknowledgement, persistence, bounds, threads."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import voiced.mqtt.outbox as outbox_module
+from voiced.errors import ConfigError
+from voiced.mqtt.outbox import Outbox, OutboxConfig
+
+
+def open_outbox(tmp_path: Path, **bounds: float) -> Outbox:
+    return Outbox(OutboxConfig(str(tmp_path / "state" / "outbox.sqlite"), **bounds))  # type: ignore[arg-type]
+
+
+def test_messages_come_back_in_order_with_their_fields(tmp_path: Path) -> None:
+    with open_outbox(tmp_path) as box:
+        ids = [box.append(f"t/{i}", bytes([i]) * i, qos=1, retain=i % 2 == 0) for i in range(1, 6)]
+        assert ids == sorted(ids)
+        got = box.peek()
+        assert [m.topic for m in got] == [f"t/{i}" for i in range(1, 6)]
+        assert [m.payload for m in got] == [bytes([i]) * i for i in range(1, 6)]
+        assert [m.retain for m in got] == [False, True, False, True, False]
+        assert all(m.qos == 1 for m in got)
+        assert [m.id for m in box.peek(after_id=ids[2])] == ids[3:]
+        assert [m.id for m in box.peek(limit=2)] == ids[:2]
+        assert len(box) == 5 and box.size_bytes == 15
+
+
+def test_ack_deletes_and_ids_never_repeat(tmp_path: Path) -> None:
+    with open_outbox(tmp_path) as box:
+        first = box.append("a", b"1")
+        assert first is not None
+        assert box.ack(first) is True
+        assert box.ack(first) is False  # already gone
+        assert len(box) == 0
+        # An empty table must not hand out the same id again: the client sends "after the last id".
+        second = box.append("b", b"2")
+        assert second is not None and second > first
+        assert box.last_id() == second
+
+
+def test_waiting_messages_survive_a_reopen(tmp_path: Path) -> None:
+    box = open_outbox(tmp_path)
+    for i in range(10):
+        box.append("t", str(i).encode())
+    for m in box.peek(limit=4):
+        box.ack(m.id)
+    box.close()
+    assert (tmp_path / "state" / "outbox.sqlite").exists()
+    with open_outbox(tmp_path) as again:
+        assert [m.payload for m in again.peek()] == [str(i).encode() for i in range(4, 10)]
+        assert again.stats()["queued"] == 6
+        mode = sqlite3.connect(tmp_path / "state" / "outbox.sqlite").execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal"
+
+
+def test_max_messages_drops_the_oldest_and_counts(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with open_outbox(tmp_path, max_messages=3) as box:
+        for i in range(5):
+            box.append("t", str(i).encode())
+        assert [m.payload for m in box.peek()] == [b"2", b"3", b"4"]
+        assert box.stats()["dropped_max_messages"] == 2
+    assert "max_messages" in caplog.text
+
+
+def test_max_bytes_drops_the_oldest_and_refuses_a_message_larger_than_the_outbox(tmp_path: Path) -> None:
+    with open_outbox(tmp_path, max_bytes=10) as box:
+        box.append("t", b"aaaa")
+        box.append("t", b"bbbb")
+        box.append("t", b"cccc")  # 12 bytes would be too many: "aaaa" goes
+        assert [m.payload for m in box.peek()] == [b"bbbb", b"cccc"]
+        assert box.append("t", b"x" * 11) is None
+        assert [m.payload for m in box.peek()] == [b"bbbb", b"cccc"]
+        stats = box.stats()
+        assert stats["dropped_max_bytes"] == 2
+        assert stats["queued_bytes"] == 8
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_max_age_drops_old_messages_before_they_are_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(outbox_module, "time", clock)
+    with open_outbox(tmp_path, max_age_s=60) as box:
+        box.append("t", b"old")
+        clock.now += 30
+        box.append("t", b"newer")
+        clock.now += 31  # "old" is 61 s old now, "newer" 31 s
+        assert [m.payload for m in box.peek()] == [b"newer"]
+        assert box.stats()["dropped_max_age"] == 1
+        assert len(box) == 1
+
+
+def test_max_age_zero_keeps_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(outbox_module, "time", clock)
+    with open_outbox(tmp_path, max_age_s=0) as box:
+        box.append("t", b"x")
+        clock.now += 10 * 365 * 86400
+        assert len(box.peek()) == 1
+
+
+def test_concurrent_appends_keep_every_message_once(tmp_path: Path) -> None:
+    with open_outbox(tmp_path) as box:
+        def writer(n: int) -> None:
+            for i in range(200):
+                box.append(f"w/{n}", f"{n}:{i}".encode())
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        got = box.peek(limit=10_000)
+        assert len(got) == 800 == len(box)
+        for n in range(4):
+            mine = [m.payload for m in got if m.topic == f"w/{n}"]
+            assert mine == [f"{n}:{i}".encode() for i in range(200)]  # each writer's order kept
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("max_messages", 0), ("max_bytes", 0), ("max_age_s", -1.0), ("path", "")]
+)
+def test_bad_config_names_the_key(field: str, value: object) -> None:
+    kwargs: dict[str, object] = {"path": "/tmp/x.sqlite", field: value}
+    with pytest.raises(ConfigError) as err:
+        OutboxConfig(**kwargs)  # type: ignore[arg-type]
+    assert err.value.key == f"outbox.{field}"
+
+
+def test_unusable_path_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ConfigError) as err:
+        Outbox(OutboxConfig(str(blocker / "outbox.sqlite")))
+    assert str(blocker) in str(err.value)

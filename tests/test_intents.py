@@ -1,0 +1,169 @@
+"""hassil templates → intents."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from voiced.errors import ConfigError
+from voiced.intents import IntentRecognizer, IntentSource, SlotKind
+
+LIGHTS = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences:
+          - "turn on [the] {name}"
+          - "<switch> on [the] lights in [the] {area}"
+  HassTurnOff:
+    data:
+      - sentences: ["turn off [the] {name}"]
+"""
+
+LISTS = """
+language: en
+intents:
+  HassLightSet:
+    data:
+      - sentences: ["set [the] {area} lights to {brightness} percent"]
+        slots:
+          domain: light
+lists:
+  area:
+    values:
+      - in: "living room"
+        out: living_room
+      - in: "(bed|sleeping) room"
+        out: bedroom
+      - kitchen
+  brightness:
+    range: {from: 0, to: 100}
+expansion_rules:
+  switch: "(turn|switch)"
+"""
+
+
+@pytest.fixture
+def recognizer(tmp_path: Path) -> IntentRecognizer:
+    (tmp_path / "lights.yaml").write_text(LIGHTS)
+    (tmp_path / "lists.yaml").write_text(LISTS)
+    return IntentRecognizer.load([tmp_path / "*.yaml"])
+
+
+def test_turn_on_the_kitchen_light(recognizer: IntentRecognizer) -> None:
+    intent = recognizer.recognize("turn on the kitchen light")
+    assert intent is not None
+    assert intent.name == "HassTurnOn"
+    assert intent.source is IntentSource.TEMPLATE and intent.confidence == 1.0
+    assert intent.text == "turn on the kitchen light"
+    (slot,) = intent.slots
+    assert (slot.name, slot.raw_value, slot.value, slot.kind) == ("name", "kitchen light", "kitchen light", SlotKind.WILDCARD)
+    assert intent.text[slot.start : slot.end] == "kitchen light"  # type: ignore[misc]
+
+
+def test_an_undefined_list_is_a_wildcard_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "lights.yaml").write_text(LIGHTS)
+    (tmp_path / "lists.yaml").write_text(LISTS)
+    with caplog.at_level(logging.INFO, logger="voiced.intents"):
+        IntentRecognizer.load([tmp_path / "lights.yaml", tmp_path / "lists.yaml"])
+    assert sum("{name}" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_list_values_are_normalized_with_in_and_out(recognizer: IntentRecognizer) -> None:
+    intent = recognizer.recognize("switch on the lights in the living room")
+    assert intent is not None and intent.name == "HassTurnOn"
+    area = intent.slot("area")
+    assert area is not None
+    assert (area.raw_value, area.value, area.kind, area.entity) == ("living room", "living_room", SlotKind.LIST, "area")
+    assert intent.text[area.start : area.end] == "living room"  # type: ignore[misc]
+    sleeping = recognizer.recognize("set the sleeping room lights to 40 percent")
+    assert sleeping is not None and sleeping.name == "HassLightSet"
+    assert sleeping.slot_values == {"area": "bedroom", "brightness": 40, "domain": "light"}
+    brightness, domain = sleeping.slot("brightness"), sleeping.slot("domain")
+    assert brightness is not None and brightness.kind is SlotKind.NUMBER and brightness.raw_value == "40"
+    assert domain is not None and domain.kind is SlotKind.FIXED and domain.start is None
+    plain = recognizer.recognize("set kitchen lights to 5 percent")
+    assert plain is not None and plain.slot_values["area"] == "kitchen"
+
+
+def test_case_and_punctuation_do_not_matter(recognizer: IntentRecognizer) -> None:
+    shouted = recognizer.recognize("SWITCH ON THE LIGHTS IN THE LIVING ROOM")
+    assert shouted is not None and shouted.slot_values["area"] == "living_room"
+    area = shouted.slot("area")
+    assert area is not None and area.raw_value == "LIVING ROOM"  # raw: as the text had it
+    punctuated = recognizer.recognize("Turn off the porch light!")
+    assert punctuated is not None and punctuated.name == "HassTurnOff"
+    assert punctuated.slot_values["name"] == "porch light"
+    words = recognizer.recognize("Set the Kitchen lights to twenty percent.")
+    assert words is not None and words.slot_values["brightness"] == 20
+
+
+def test_no_match_is_none(recognizer: IntentRecognizer) -> None:
+    assert recognizer.recognize("what is the weather like") is None
+    assert recognizer.recognize("") is None
+    assert recognizer.recognize("   ") is None
+
+
+def test_vocabulary_holds_template_words_and_list_phrases(recognizer: IntentRecognizer) -> None:
+    vocabulary = recognizer.vocabulary()
+    for word in ("turn", "on", "off", "the", "switch", "lights", "set", "percent"):
+        assert word in vocabulary
+    for phrase in ("living room", "kitchen", "sleeping", "room"):
+        assert phrase in vocabulary
+    assert len(vocabulary) == len(set(vocabulary))
+    assert all(w == w.lower() for w in vocabulary)
+
+
+def test_intent_names_and_reload(tmp_path: Path, recognizer: IntentRecognizer) -> None:
+    assert recognizer.intent_names == ("HassLightSet", "HassTurnOff", "HassTurnOn")
+    assert recognizer.language == "en"
+    (tmp_path / "more.yaml").write_text('language: en\nintents:\n  GetTime:\n    data:\n      - sentences: ["what time is it"]\n')
+    again = recognizer.reload()
+    assert "GetTime" in again.intent_names and "GetTime" not in recognizer.intent_names
+    time = again.recognize("What time is it?")
+    assert time is not None and time.name == "GetTime" and time.slots == ()
+
+
+def test_a_directory_loads_its_yaml_files(tmp_path: Path) -> None:
+    (tmp_path / "lights.yaml").write_text(LIGHTS)
+    (tmp_path / "lists.yaml").write_text(LISTS)  # defines the <switch> rule lights.yaml uses
+    (tmp_path / "notes.txt").write_text("not a template")
+    assert IntentRecognizer.load([tmp_path]).intent_names == ("HassLightSet", "HassTurnOff", "HassTurnOn")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("language: en\nintents: [\n", "not valid YAML"),
+        ("- just\n- a list\n", "mapping at the top level"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn (on']\n", "does not parse"),
+        ("language: en\nintents:\n  X:\n    data: nope\n", "needs a list under 'data'"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: [3]\n", "must be text"),
+    ],
+)
+def test_bad_files_are_config_errors_naming_the_file(tmp_path: Path, content: str, fragment: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+    with pytest.raises(ConfigError) as err:
+        IntentRecognizer.load([bad])
+    assert str(bad) in str(err.value) and fragment in str(err.value)
+
+
+def test_missing_files_and_rules(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match=str(missing)):
+        IntentRecognizer.load([missing])
+    with pytest.raises(ConfigError, match="no template file matches"):
+        IntentRecognizer.load([str(tmp_path / "*.yaml")])
+    rule = tmp_path / "rule.yaml"
+    rule.write_text("language: en\nintents:\n  X:\n    data:\n      - sentences: ['<nope> it']\n")
+    with pytest.raises(ConfigError, match="undefined rule <nope>") as err:
+        IntentRecognizer.load([rule])
+    assert str(rule) in str(err.value)
+    nolang = tmp_path / "nolang.yaml"
+    nolang.write_text("intents: {}\n")
+    with pytest.raises(ConfigError, match="language"):
+        IntentRecognizer.load([nolang])

@@ -1,0 +1,470 @@
+"""The broker client: paho-mqtt 2.x behind connect / publish / subscribe / close.
+
+Start-up never waits for the broker: ``connect()`` returns at once and paho's network
+thread keeps trying. Reconnect delays come from the shared :class:`Backoff`: before each
+wait, paho's ``reconnect_delay_set`` is set to the next delay of our Backoff, so paho's
+loop only carries out the wait our policy chose (jitter included), and the Backoff is
+reset on every accepted connection.
+
+Every ``publish`` goes through the durable :class:`Outbox`. One thread, ``mqtt-outbox``,
+hands stored messages to paho in outbox order, at most ``max_inflight`` unacknowledged at
+a time; a message leaves the outbox only on its PUBACK. The outbox is the only copy that
+counts: on every (re)connection paho's unacknowledged messages are dropped and sending
+starts again from the oldest message in the outbox, so the backlog goes out in order,
+before newer messages, and paho never holds more than the window in memory. A message
+is sent once per connection; it comes twice only when a connection ends between the
+broker forwarding it and its PUBACK reaching us (QoS 1 is at least once).
+
+The availability topic gets ``online`` on every connection and ``offline`` as last will
+and on close; both bypass the outbox so a stale ``offline`` can never follow ``online``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from voiced.errors import ConfigError, VoicedError
+from voiced.mqtt.hermes import MalformedMessage
+from voiced.mqtt.outbox import Outbox, OutboxMessage
+from voiced.runtime.backoff import Backoff, BackoffPolicy
+
+__all__ = ["Handler", "MqttClient", "MqttConfig"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, bytes], None]
+"""Called on paho's thread with (topic, payload) for each message matching its filter.
+Raise MalformedMessage for a payload that is not valid; any exception is logged and counted."""
+
+QOS = 1
+"""Every message, both ways: at least once, and the broker's PUBACK ends our responsibility."""
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """How to reach the broker (the ``[mqtt]`` table; ``voiced.configfile`` builds it)."""
+
+    host: str = "localhost"
+    """Broker host name or address."""
+    port: int = 1883
+    """Broker port (8883 is usual with TLS)."""
+    username: str | None = None
+    """User name for the broker, if it requires one."""
+    password_file: str | None = None
+    """File holding the password (e.g. a systemd credential); never given on the command line."""
+    tls: bool = False
+    """Use TLS; implied by ``ca_file``, ``cert_file`` or ``key_file``."""
+    ca_file: str | None = None
+    """CA certificates to verify the broker with; the system's when unset."""
+    cert_file: str | None = None
+    """Client certificate, with ``key_file``, for brokers that require one."""
+    key_file: str | None = None
+    """Private key of ``cert_file``."""
+    client_id: str = ""
+    """MQTT client id; empty: ``voiced-<hostname>``."""
+    keepalive: int = 30
+    """Seconds between keepalive pings; the broker declares us gone (last will) after 1.5×."""
+    availability_topic: str = "voiced/default/availability"
+    """Retained ``online`` / ``offline`` (last will) of this daemon."""
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    """Delays between reconnect attempts."""
+    max_payload_bytes: int = 65536
+    """Larger payloads are dropped, both ways, and counted."""
+    max_inflight: int = 20
+    """Outbox messages sent and not yet acknowledged, at most."""
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise ConfigError("mqtt.host", "must not be empty")
+        if not 0 < self.port < 65536:
+            raise ConfigError("mqtt.port", f"must be within 1..65535, got {self.port}")
+        if not 5 <= self.keepalive <= 65535:
+            raise ConfigError("mqtt.keepalive", f"must be within 5..65535 seconds, got {self.keepalive}")
+        if not self.availability_topic or set("+#\0") & set(self.availability_topic):
+            raise ConfigError("mqtt.availability_topic", f"must be a topic without wildcards, got {self.availability_topic!r}")
+        if self.max_payload_bytes < 1:
+            raise ConfigError("mqtt.max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}")
+        if not 1 <= self.max_inflight <= 1000:
+            raise ConfigError("mqtt.max_inflight", f"must be within 1..1000, got {self.max_inflight}")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ConfigError("mqtt.cert_file", "cert_file and key_file go together")
+        if self.password_file is not None and self.username is None:
+            raise ConfigError("mqtt.username", "password_file is set but username is not")
+        for key in ("password_file", "ca_file", "cert_file", "key_file"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"mqtt.{key}", f"file {path} does not exist")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls or any(p is not None for p in (self.ca_file, self.cert_file, self.key_file))
+
+    @property
+    def resolved_client_id(self) -> str:
+        return self.client_id or f"voiced-{socket.gethostname()}"
+
+    def read_password(self) -> str | None:
+        """The password from ``password_file`` (one trailing newline removed), or None."""
+        if self.password_file is None:
+            return None
+        try:
+            return Path(self.password_file).read_text(encoding="utf-8").removesuffix("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("mqtt.password_file", f"cannot read {self.password_file}: {exc}") from None
+
+
+class MqttClient:
+    """One broker connection with a durable outbox; thread-safe. Owns ``outbox`` (closes it)."""
+
+    def __init__(self, config: MqttConfig, outbox: Outbox) -> None:
+        self.config = config
+        self._outbox = outbox
+        self._backoff = Backoff(config.backoff)
+        self._paho = self._make_paho(config)
+
+        self._cond = threading.Condition()
+        self._started = False
+        self._stopping = False
+        self._closed = False
+        self._connected = False
+        self._ready = False
+        """May hand outbox messages to paho: connected and set up."""
+        self._generation = 0
+        """Counts connections: a message handed for an older one is not recorded as in flight."""
+        self._send_lock = threading.Lock()
+        """Serializes handing a message to paho with resetting for a new connection."""
+        self._kick = True
+        """The outbox may hold messages not yet handed (new appends, freed window, reconnect)."""
+        self._inflight: dict[int, int] = {}
+        """paho message id → outbox id, for messages handed and not yet acknowledged."""
+        self._early_acks: set[int] = set()
+        self._direct: set[int] = set()
+        self._last_handed = 0
+        self._handlers: list[tuple[str, Handler]] = []
+        self._listeners: list[Callable[[], None]] = []
+        self._counts = dict.fromkeys(
+            (
+                "published", "received", "malformed", "handler_errors", "dropped_oversized",
+                "connects", "reconnects", "connect_failures",
+            ),
+            0,
+        )
+        self._sender = threading.Thread(target=self._send_loop, name="mqtt-outbox", daemon=True)
+
+    def _make_paho(self, config: MqttConfig) -> mqtt.Client:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=config.resolved_client_id, clean_session=True)
+        if config.username is not None:
+            client.username_pw_set(config.username, config.read_password())
+        if config.uses_tls:
+            client.tls_set(ca_certs=config.ca_file, certfile=config.cert_file, keyfile=config.key_file)
+        client.will_set(config.availability_topic, b"offline", qos=QOS, retain=True)
+        client.max_inflight_messages_set(0)  # unlimited in paho: our window bounds it, and paho never queues
+        client.reconnect_delay_set(config.backoff.initial, config.backoff.maximum)  # type: ignore[arg-type]
+        client.suppress_exceptions = True
+        client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        return client
+
+    # ------------------------------------------------------------------ public API
+
+    def connect(self) -> None:
+        """Start connecting in the background; returns at once, whether the broker is up or not."""
+        with self._cond:
+            if self._started or self._closed:
+                return
+            self._started = True
+        log.info("connecting to mqtt%s://%s:%d as %s", "s" if self.config.uses_tls else "",
+                 self.config.host, self.config.port, self.config.resolved_client_id)
+        self._sender.start()
+        self._paho.connect_async(self.config.host, self.config.port, self.config.keepalive)
+        self._paho.loop_start()
+
+    @property
+    def connected(self) -> bool:
+        with self._cond:
+            return self._connected
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until the broker accepted us; False after ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._connected, timeout)
+
+    def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> bool:
+        """Store the message in the outbox for delivery (QoS 1); False if it was dropped.
+
+        Dropped: a payload over ``max_payload_bytes``, or one the outbox cannot hold.
+        """
+        data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        if not topic or set("+#\0") & set(topic):
+            raise ValueError(f"cannot publish to {topic!r}: not a topic name")
+        if len(data) > self.config.max_payload_bytes:
+            with self._cond:
+                self._counts["dropped_oversized"] += 1
+            log.warning("dropped a %d-byte message on %s: over max_payload_bytes %d",
+                        len(data), topic, self.config.max_payload_bytes)
+            return False
+        try:
+            if self._closed or self._outbox.append(topic, data, QOS, retain) is None:
+                return False
+        except VoicedError:  # closed meanwhile, by another thread
+            log.warning("message on %s published after close: not stored", topic)
+            return False
+        with self._cond:
+            self._kick = True
+            self._cond.notify_all()
+        return True
+
+    def subscribe(self, topic_filter: str, handler: Handler) -> None:
+        """Call ``handler`` for every message matching ``topic_filter``, now and after reconnects."""
+        if not _is_filter(topic_filter):
+            raise ValueError(f"{topic_filter!r} is not a topic filter")
+        with self._cond:
+            self._handlers.append((topic_filter, handler))
+            subscribe_now = self._connected
+        if subscribe_now:
+            self._paho.subscribe(topic_filter, qos=QOS)
+
+    def add_connect_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after each accepted connection (e.g. HA discovery), on paho's
+        thread; if connected already, also once now, so no connection is missed."""
+        with self._cond:
+            self._listeners.append(listener)
+            connected = self._connected
+        if connected:
+            listener()
+
+    def stats(self) -> dict[str, int | bool]:
+        """Counters since start: published (acknowledged), queued (in the outbox), inflight,
+        dropped_* (oversized and the outbox bounds), received, malformed, handler_errors,
+        connects, reconnects, connect_failures, and connected."""
+        outbox = self._outbox.stats()
+        with self._cond:
+            out: dict[str, int | bool] = dict(self._counts)
+            out["inflight"] = len(self._inflight)
+            out["connected"] = self._connected
+        out.update({k: v for k, v in outbox.items() if k != "queued_bytes"})
+        return out
+
+    def close(self, drain_timeout: float = 5.0) -> None:
+        """Deliver what the outbox holds (while connected, up to ``drain_timeout`` s), publish
+        ``offline``, disconnect and close the outbox. Undelivered messages stay for the next start."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        if started:
+            deadline = time.monotonic() + drain_timeout
+            with self._cond:
+                self._cond.wait_for(lambda: not self._connected or len(self._outbox) == 0,
+                                    max(0.0, deadline - time.monotonic()))
+                self._stopping = True
+                connected = self._connected
+                self._cond.notify_all()
+            if connected:
+                info = self._paho.publish(self.config.availability_topic, b"offline", qos=QOS, retain=True)
+                try:
+                    info.wait_for_publish(max(0.5, min(2.0, deadline - time.monotonic())))
+                except (ValueError, RuntimeError):
+                    pass  # the connection went meanwhile: the last will says offline instead
+            self._paho.disconnect()
+            self._paho.loop_stop()
+            self._sender.join()
+        left = len(self._outbox)
+        self._outbox.close()
+        log.info("mqtt closed; %d messages left in the outbox for the next start", left)
+
+    # ------------------------------------------------------------------ sending
+
+    def _send_loop(self) -> None:
+        window = self.config.max_inflight
+        while True:
+            with self._cond:
+                self._cond.wait_for(
+                    lambda: self._stopping or (self._ready and self._kick and len(self._inflight) < window)
+                )
+                if self._stopping:
+                    return
+                self._kick = False
+                budget = window - len(self._inflight)
+                after = self._last_handed
+                generation = self._generation
+            try:
+                messages = self._outbox.peek(after, budget)
+            except Exception:  # a broken database must not end the thread silently
+                log.exception("reading the outbox failed")
+                with self._cond:
+                    self._cond.wait(1.0)
+                    self._kick = True
+                continue
+            for m in messages:
+                if not self._hand(m, generation):
+                    break
+            else:
+                if len(messages) == budget:
+                    with self._cond:
+                        self._kick = True  # a full batch: there may be more
+
+    def _hand(self, m: OutboxMessage, generation: int) -> bool:
+        """Give one message to paho; False when the connection changed meanwhile."""
+        with self._send_lock:
+            with self._cond:
+                if self._stopping or not self._ready or self._generation != generation:
+                    self._kick = True
+                    return False
+            try:
+                info = self._paho.publish(m.topic, m.payload, qos=m.qos, retain=m.retain)
+            except ValueError as exc:  # e.g. a row from an older version paho refuses: never sendable
+                log.error("dropping outbox message %d on %r: %s", m.id, m.topic, exc)
+                with self._cond:
+                    self._last_handed = m.id
+                self._outbox.ack(m.id)
+                return True
+            with self._cond:
+                self._last_handed = m.id
+                acked = info.mid in self._early_acks
+                if acked:
+                    self._early_acks.discard(info.mid)
+                else:
+                    self._inflight[info.mid] = m.id
+        if acked:
+            self._acknowledged(m.id)
+        return True
+
+    def _acknowledged(self, outbox_id: int) -> None:
+        self._outbox.ack(outbox_id)
+        with self._cond:
+            self._counts["published"] += 1
+            self._kick = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ paho callbacks (paho's thread)
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if reason.is_failure:
+            log.warning("broker %s:%d refused the connection: %s", self.config.host, self.config.port, reason)
+            return
+        self._backoff.reset()
+        with self._send_lock:
+            # Paho would retransmit what it holds right after this callback; the outbox has all
+            # of it, in order, so paho forgets it and sending restarts from the oldest message.
+            client.drop_out_messages()
+            birth = client.publish(self.config.availability_topic, b"online", qos=QOS, retain=True)
+            with self._cond:
+                self._inflight.clear()
+                self._early_acks.clear()
+                self._direct = {birth.mid}
+                self._last_handed = 0
+                self._generation += 1
+                self._connected = True
+                self._counts["connects"] += 1
+                if self._counts["connects"] > 1:
+                    self._counts["reconnects"] += 1
+                filters = list(dict.fromkeys(f for f, _ in self._handlers))
+                listeners = list(self._listeners)
+            # Subscriptions go out before any outbox message, so we hear our own messages too.
+            for topic_filter in filters:
+                client.subscribe(topic_filter, qos=QOS)
+            with self._cond:
+                self._ready = self._kick = True
+                self._cond.notify_all()
+        log.info("connected to %s:%d (%d messages in the outbox)", self.config.host, self.config.port, len(self._outbox))
+        for listener in listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("connect listener %r failed", listener)
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self._count("connect_failures")
+        delay = self._next_delay()
+        log.log(logging.WARNING if self._backoff.failures == 1 else logging.DEBUG,
+                "broker %s:%d unreachable; retrying in %.2f s", self.config.host, self.config.port, delay)
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        with self._cond:
+            was_connected = self._connected
+            self._connected = False
+            self._ready = False
+            stopping = self._stopping
+            self._cond.notify_all()
+        if stopping:
+            return
+        delay = self._next_delay()
+        log.log(logging.WARNING if was_connected else logging.DEBUG,
+                "disconnected from %s:%d (%s); retrying in %.2f s", self.config.host, self.config.port, reason, delay)
+
+    def _next_delay(self) -> float:
+        # Called before each of paho's reconnect waits: the wait is then exactly our delay.
+        delay = self._backoff.next_delay()
+        self._paho.reconnect_delay_set(delay, delay)  # type: ignore[arg-type]
+        return delay
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+        with self._cond:
+            outbox_id = self._inflight.pop(mid, None)
+            if outbox_id is None:
+                if mid in self._direct:
+                    self._direct.discard(mid)
+                else:
+                    self._early_acks.add(mid)  # acknowledged before the sender recorded it
+                return
+        if reason.is_failure:
+            log.warning("broker rejected outbox message %d: %s", outbox_id, reason)
+        self._acknowledged(outbox_id)
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        try:
+            self._dispatch(message.topic, message.payload)
+        except Exception:  # nothing may escape into paho's loop
+            log.exception("handling a message failed")
+
+    def _dispatch(self, topic: str, payload: bytes) -> None:
+        with self._cond:
+            self._counts["received"] += 1
+            handlers = [h for f, h in self._handlers if mqtt.topic_matches_sub(f, topic)]
+        if len(payload) > self.config.max_payload_bytes:
+            n = self._count("dropped_oversized")
+            _sparse(n, "dropped a %d-byte message on %s: over max_payload_bytes (%d so far)", len(payload), topic, n)
+            return
+        for handler in handlers:
+            try:
+                handler(topic, payload)
+            except MalformedMessage as exc:
+                n = self._count("malformed")
+                _sparse(n, "malformed message on %s: %s (%d so far)", topic, exc, n)
+            except Exception:
+                n = self._count("handler_errors")
+                log.exception("handler %r failed on %s (%d so far)", handler, topic, n)
+
+    def _count(self, key: str) -> int:
+        with self._cond:
+            self._counts[key] += 1
+            return self._counts[key]
+
+
+def _is_filter(topic_filter: str) -> bool:
+    levels = topic_filter.split("/")
+    return bool(topic_filter) and "\0" not in topic_filter and all(
+        ("+" not in level or level == "+") and ("#" not in level or (level == "#" and i == len(levels) - 1))
+        for i, level in enumerate(levels)
+    )
+
+
+def _sparse(n: int, msg: str, *args: Any) -> None:
+    """Log the first ten, then every hundredth: a flood of bad messages must not flood the journal."""
+    if n <= 10 or n % 100 == 0:
+        log.warning(msg, *args)

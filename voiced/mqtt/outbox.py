@@ -1,0 +1,248 @@
+"""A durable outbox: every outgoing MQTT message is stored here before it is sent.
+
+Messages live in one SQLite file (WAL mode) in the state directory, in the order they
+were appended, until the client acknowledges them (on the broker's PUBACK); so nothing
+is lost while the broker is away or across a restart of the daemon. The outbox is
+bounded by count, bytes and age: when a bound is exceeded the oldest messages are
+dropped, counted per reason and logged.
+
+Row ids come from AUTOINCREMENT so they never repeat, not even after the newest rows are
+deleted: the client hands messages out by "every id after the last one handed out".
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Self
+
+from voiced.errors import ConfigError, VoicedError
+
+__all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic   TEXT    NOT NULL,
+    payload BLOB    NOT NULL,
+    qos     INTEGER NOT NULL,
+    retain  INTEGER NOT NULL,
+    created REAL    NOT NULL
+)
+"""
+
+
+class DropReason(Enum):
+    """Why the outbox dropped a message before it was delivered."""
+
+    MAX_MESSAGES = "max_messages"
+    """More than ``max_messages`` were waiting; the oldest went."""
+    MAX_BYTES = "max_bytes"
+    """The payloads waiting exceeded ``max_bytes``; the oldest went (or the message alone is larger)."""
+    MAX_AGE = "max_age"
+    """The message waited longer than ``max_age_s``."""
+
+
+@dataclass(frozen=True)
+class OutboxConfig:
+    """Where the outbox lives and how much it may hold."""
+
+    path: str
+    """SQLite file, normally ``<StateDirectory>/outbox.sqlite``; created with its directory."""
+    max_messages: int = 10_000
+    """Most messages kept waiting; beyond it the oldest are dropped."""
+    max_bytes: int = 16 * 1024 * 1024
+    """Most payload bytes kept waiting; beyond it the oldest are dropped."""
+    max_age_s: float = 7 * 24 * 3600.0
+    """Messages older than this (wall-clock seconds, so it holds across restarts) are dropped
+    instead of sent; 0 keeps messages however old."""
+    fsync: bool = False
+    """True: every append and acknowledgement reaches the disk before returning (survives
+    power loss; slow and wearing on SD cards). False: survives a crash of the process, and
+    the database stays intact on power loss, but the newest changes may be lost."""
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ConfigError("outbox.path", "must name a file")
+        if self.max_messages < 1:
+            raise ConfigError("outbox.max_messages", f"must be >= 1, got {self.max_messages}")
+        if self.max_bytes < 1:
+            raise ConfigError("outbox.max_bytes", f"must be >= 1, got {self.max_bytes}")
+        if self.max_age_s < 0:
+            raise ConfigError("outbox.max_age_s", f"must be >= 0, got {self.max_age_s}")
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One stored message."""
+
+    id: int
+    """Position in the outbox: larger ids were appended later."""
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    created: float
+    """Wall-clock time (``time.time()``) of the append."""
+
+
+class Outbox:
+    """The SQLite outbox; every method is thread-safe (one connection behind a lock)."""
+
+    def __init__(self, config: OutboxConfig) -> None:
+        self.config = config
+        path = Path(config.path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if config.fsync else 'NORMAL'}")
+            self._db.execute(_SCHEMA)
+            count, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._count: int = count
+        self._bytes: int = size
+        self._dropped = {reason: 0 for reason in DropReason}
+        if count:
+            log.info("outbox %s holds %d messages (%d bytes) from before", path, count, size)
+
+    def append(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> int | None:
+        """Store a message; return its id, or None when it alone exceeds ``max_bytes``.
+
+        Older messages are dropped first when the bounds would be exceeded.
+        """
+        size = len(payload)
+        with self._lock:
+            self._check_open()
+            if size > self.config.max_bytes:
+                self._count_drop(DropReason.MAX_BYTES, 1, f"a {size}-byte message on {topic}, larger than the outbox")
+                return None
+            count, nbytes = self._count, self._bytes
+            # One transaction: the evictions and the insert reach the file together.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._expire_locked()
+                self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
+                self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
+                cur = self._db.execute(
+                    "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
+                    (topic, payload, qos, int(retain), time.time()),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._count, self._bytes = count, nbytes
+                raise
+            self._count += 1
+            self._bytes += size
+            return int(cur.lastrowid or 0)
+
+    def peek(self, after_id: int = 0, limit: int = 100) -> list[OutboxMessage]:
+        """Up to ``limit`` messages with an id above ``after_id``, oldest first (expired ones dropped)."""
+        with self._lock:
+            self._check_open()
+            self._expire_locked()
+            rows = self._db.execute(
+                "SELECT id, topic, payload, qos, retain, created FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
+                (after_id, limit),
+            ).fetchall()
+        return [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows]
+
+    def ack(self, message_id: int) -> bool:
+        """Delete a delivered message; False if it was already gone (dropped meanwhile)."""
+        with self._lock:
+            self._check_open()
+            row = self._db.execute("SELECT LENGTH(payload) FROM outbox WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                return False
+            self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+            self._count -= 1
+            self._bytes -= row[0]
+            return True
+
+    def last_id(self) -> int:
+        """The largest id ever handed out (0 for a new outbox)."""
+        with self._lock:
+            self._check_open()
+            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        return int(row[0]) if row else 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._count
+
+    @property
+    def size_bytes(self) -> int:
+        """Payload bytes waiting."""
+        with self._lock:
+            return self._bytes
+
+    def stats(self) -> Mapping[str, int]:
+        """``queued``, ``queued_bytes`` and ``dropped_<reason>`` for each DropReason (this process)."""
+        with self._lock:
+            out: dict[str, int] = {"queued": self._count, "queued_bytes": self._bytes}
+            out.update({f"dropped_{r.value}": n for r, n in self._dropped.items()})
+            return out
+
+    def close(self) -> None:
+        """Close the database; messages not acknowledged stay for the next start."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise VoicedError(f"outbox {self.config.path} is closed")
+
+    def _expire_locked(self) -> None:
+        if not self.config.max_age_s or not self._count:
+            return
+        cutoff = time.time() - self.config.max_age_s
+        n, size = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox WHERE created < ?", (cutoff,)
+        ).fetchone()
+        if n:
+            self._db.execute("DELETE FROM outbox WHERE created < ?", (cutoff,))
+            self._count -= n
+            self._bytes -= size
+            self._count_drop(DropReason.MAX_AGE, n, f"{n} messages older than {self.config.max_age_s:g} s")
+
+    def _evict_locked(self, reason: DropReason, over: Callable[[], bool]) -> None:
+        dropped = 0
+        while self._count and over():
+            # Oldest first, a batch at a time: one statement per message would be slow at the bound.
+            rows = self._db.execute("SELECT id, LENGTH(payload) FROM outbox ORDER BY id LIMIT 64").fetchall()
+            for message_id, size in rows:
+                if not over():
+                    break
+                self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+                self._count -= 1
+                self._bytes -= size
+                dropped += 1
+        if dropped:
+            self._count_drop(reason, dropped, f"the {dropped} oldest messages")
+
+    def _count_drop(self, reason: DropReason, n: int, what: str) -> None:
+        self._dropped[reason] += n
+        log.warning("outbox %s: dropped %s (bound %s)", self.config.path, what, reason.value)
+
+    def __repr__(self) -> str:
+        return f"Outbox({self.config.path!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
