@@ -190,3 +190,19 @@ def test_cli_reports_malformed_wav_and_continues(tmp_path: Path, model_dir: Path
     assert code == 1
     assert "bad.wav" in out.err
     assert json.loads(out.out.splitlines()[-1])["file"] == str(good)
+
+
+def test_hotword_boost_equals_sherpa_and_changes_the_result(speech: Path, tmp_path: Path) -> None:
+    directory = make_transducer(tmp_path / "hw", "zipformer2", seed=7)
+    samples = read_wav(speech / SPEECH_FILES[0])
+    plain = sherpa_modified_beam(directory, samples)["tokens"]
+    words = sherpa_modified_beam(directory, samples)["text"].split()
+    changed = 0
+    for phrase in (" ".join(words[2:4]), " ".join(words[:2]), "TURN ON THE LIGHT"):
+        for boost in (1.5, 4.0):
+            config = RecognizerConfig(method=SearchMethod.MODIFIED_BEAM, hotwords=(phrase,), hotword_boost=boost)
+            ours = decode(Recognizer.load(directory, config), samples)
+            ref = sherpa_modified_beam(directory, samples, hotwords=[phrase], hotwords_score=boost)
+            assert list(ours.tokens) == ref["tokens"], (phrase, boost)
+            changed += list(ours.tokens) != plain
+    assert changed, "some boost must change the transcript, or this test proves nothing"
