@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=cmd_bench_asr)
+    b = bsub.add_parser("mqtt", help="end of speech -> intent on a real broker; outbox throughput",
+                        description="Starts mosquitto on loopback, plays the files through the daemon in real time"
+                        " and times each utterance from the end of its speech to the NLU answer.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
+    b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav", help="one utterance per file")
+    b.set_defaults(func=cmd_bench_mqtt)
     return parser
 
 
@@ -213,6 +221,13 @@ def cmd_bench_asr(args: argparse.Namespace) -> int:
     from voiced.bench import bench_asr
 
     print(json.dumps(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference), indent=2))
+    return EXIT_OK
+
+
+def cmd_bench_mqtt(args: argparse.Namespace) -> int:
+    from voiced.bench_mqtt import bench_mqtt
+
+    print(json.dumps(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages), indent=2))
     return EXIT_OK
 
 
