@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import wave
 from pathlib import Path
@@ -13,7 +14,7 @@ from rhasspyhermes.asr import AsrTextCaptured
 from rhasspyhermes.nlu import NluIntent, NluIntentNotRecognized
 
 from tests.modelgen.transducer import make_transducer
-from tests.mqtt.conftest import Broker, wait_until
+from tests.mqtt.conftest import Broker, Gate, wait_until
 from voiced.config import Config
 from voiced.pipeline import Daemon
 
@@ -168,16 +169,22 @@ def test_each_utterance_yields_text_captured(tmp_path, broker, subscriber_factor
         assert " ".join(t.value for t in c.asr_tokens[0]) == c.text
 
 
-def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker_factory, subscriber_factory, running,
+def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker, subscriber_factory, running,
                                                             multi_utterance_wav, asr_model, models) -> None:
-    broker = broker_factory(start=False)
-    daemon = running(audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models))
+    # The daemon reaches the broker through a gate that stays shut (nothing listens: like a broker
+    # that is down) until the subscriber is in place, so no backlog message can outrun it.
+    gate = Gate(broker)
+    config = audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models)
+    config = dataclasses.replace(config, mqtt=dataclasses.replace(config.mqtt, port=gate.port))
+    daemon = running(config)
     wait_until(lambda: daemon.counters.get("transcripts") == 3, timeout=60, what="3 transcripts while offline")
     assert not daemon.client.connected
-    broker.start()
     sub = subscriber_factory(broker, "hermes/asr/textCaptured")
-    # retained=False messages published before the subscriber existed would be lost by the broker,
-    # so the subscriber comes first and the daemon's backlog must still all arrive
-    daemon.client.wait_connected(30)
-    texts = [json.loads(p)["text"] for p in sub.wait_count(3, "hermes/asr/textCaptured")]
-    assert len(texts) == 3
+    gate.open()
+    try:
+        assert daemon.client.wait_connected(30)
+        texts = [json.loads(p)["text"] for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+        assert len(texts) == 3 and all(texts)
+    finally:
+        gate.shut()
+        gate.cut()
