@@ -188,3 +188,35 @@ def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker, s
     finally:
         gate.shut()
         gate.cut()
+
+
+def test_spoken_command_becomes_an_intent(tmp_path, broker, subscriber_factory, running, speech, asr_model,
+                                          models) -> None:
+    """Audio → VAD → ASR → hassil → hermes/intent, with a template made from what this model hears."""
+    from voiced.audio.source import WavSource
+    from voiced.listener import Listener, ListenEventType
+    from voiced.asr.recognizer import Recognizer, RecognizerConfig
+    from voiced.vad import VadKind, build_endpointer
+
+    wav = speech / "hifitts_6097_5min" / "audio" / UTTERANCES[2]
+    vad = models / "silero_vad_v5" / "silero_vad.onnx"
+    listener = Listener(Recognizer.load(asr_model, RecognizerConfig()), build_endpointer(VadKind.SILERO, vad))
+    with WavSource(wav) as src:
+        [heard] = [e.text for e in listener.events(src.chunks()) if e.type is ListenEventType.FINAL]
+    words = heard.lower().split()
+    assert len(words) >= 3 and all(w.replace("'", "").isalpha() for w in words[:2]), heard
+    (tmp_path / "heard.yaml").write_text(
+        "language: en\nintents:\n  Heard:\n    data:\n"
+        f"      - sentences: [\"{words[0]} {words[1]} {{rest}}\"]\n")
+    config = audio_config(tmp_path, broker, wav, asr_model, models)
+    config = dataclasses.replace(config, intents=dataclasses.replace(config.intents,
+                                                                     templates=(str(tmp_path / "heard.yaml"),)))
+    sub = subscriber_factory(broker, "hermes/#")
+    running(config)
+    [raw] = sub.wait_count(1, "hermes/intent/Heard")
+    intent = NluIntent.from_dict(json.loads(raw))
+    assert intent.input.lower() == heard.lower()
+    [slot] = intent.slots
+    assert slot.slot_name == "rest" and slot.raw_value.lower() == " ".join(words[2:])
+    ended = [json.loads(p) for p in sub.wait_count(1, "hermes/dialogueManager/sessionEnded")]
+    assert ended[-1]["sessionId"] == intent.session_id and ended[-1]["termination"]["reason"] == "nominal"
