@@ -79,3 +79,17 @@ def test_drop_oldest_queue_counts_drops_and_can_block() -> None:
         q.put(i)
     assert counters.get("dropped") == 3
     assert [q.get(0.1), q.get(0.1), q.get(0.01)] == [3, 4, None]
+
+
+def test_mqtt_files_are_relative_to_the_config_file(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "secret").write_text("hunter2\n")
+    monkeypatch.chdir("/")
+    c = Config.from_file(write(tmp_path, "[mqtt]\nusername = 'u'\npassword_file = 'secret'\n"))
+    assert c.mqtt.password_file == str(tmp_path / "secret")
+    assert c.mqtt.read_password() == "hunter2"
+
+
+def test_backoff_errors_name_the_nested_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config.from_file(write(tmp_path, "[mqtt.backoff]\ninitial = 5.0\nmaximum = 1.0\n"))
+    assert info.value.key == "mqtt.backoff.initial"

@@ -23,6 +23,17 @@ __all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSec
 DEFAULT_PATH = Path("/etc/voiced/voiced.toml")
 
 
+_MQTT_FILES = ("password_file", "ca_file", "cert_file", "key_file")
+
+
+def _relative_files(mqtt: dict[str, Any], base: Path | None) -> dict[str, Any]:
+    """[mqtt] file keys relative to the config file, before MqttConfig checks they exist."""
+    if base is None:
+        return mqtt
+    return {k: str(base / v) if k in _MQTT_FILES and isinstance(v, str) and not Path(v).is_absolute() else v
+            for k, v in mqtt.items()}
+
+
 @dataclass(frozen=True)
 class SiteSection:
     id: str = "default"
@@ -152,6 +163,8 @@ class Config:
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
+            if key == "mqtt" and isinstance(value, dict):
+                value = _relative_files(value, source.parent if source else None)
             if key == "vad" and isinstance(value, dict) and "kind" not in value:
                 value = {"kind": VadKind.ENERGY.value if "model" not in value else VadKind.SILERO.value, **value}
             sections[key] = section_from_dict(hints[key], value, key, where)

@@ -26,11 +26,11 @@ class BackoffPolicy:
 
     def __post_init__(self) -> None:
         if self.initial <= 0 or self.maximum < self.initial:
-            raise ConfigError("backoff", f"need 0 < initial <= maximum, got {self.initial}, {self.maximum}")
+            raise ConfigError("initial", f"need 0 < initial <= maximum, got {self.initial}, {self.maximum}")
         if self.factor < 1:
-            raise ConfigError("backoff.factor", f"must be >= 1, got {self.factor}")
+            raise ConfigError("factor", f"must be >= 1, got {self.factor}")
         if not 0 <= self.jitter <= 1:
-            raise ConfigError("backoff.jitter", f"must be within [0, 1], got {self.jitter}")
+            raise ConfigError("jitter", f"must be within [0, 1], got {self.jitter}")
 
 
 class Backoff:
