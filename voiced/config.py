@@ -7,13 +7,12 @@ See README.md, "Configuration", for the full list of keys.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from voiced.asr.search import SearchMethod
-from voiced.configfile import section_from_dict
+from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
 from voiced.mqtt.client import MqttConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
@@ -174,15 +173,7 @@ class Config:
     @classmethod
     def from_file(cls, path: str | Path) -> Config:
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("config", "file not found", str(path)) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError("config", f"cannot read: {exc}", str(path)) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("config", f"not valid TOML: {exc}", str(path)) from None
-        return cls.from_dict(data, path)
+        return cls.from_dict(read_toml(path, "config"), path)
 
     def _resolved(self, mqtt_raw: dict[str, Any]) -> Config:
         """Fill defaults that depend on other keys and make paths relative to the file."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -18,9 +19,21 @@ from typing import Any, TypeVar
 
 from voiced.errors import ConfigError
 
-__all__ = ["section_from_dict"]
+__all__ = ["read_toml", "section_from_dict"]
 
 T = TypeVar("T")
+
+
+def read_toml(path: Path, key: str) -> dict[str, Any]:
+    """Parse TOML file ``path``; every failure is a ConfigError naming ``key`` and the file."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(key, "file not found", str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(key, f"cannot read: {exc}", str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(key, f"not valid TOML: {exc}", str(path)) from None
 
 
 def section_from_dict(cls: type[T], data: Mapping[str, Any], prefix: str, source: str | None = None) -> T:

@@ -428,7 +428,7 @@ class MqttClient:
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         try:
-            self._dispatch(message.topic, message.payload)
+            self._dispatch(message.topic, bytes(message.payload))
         except Exception:  # nothing may escape into paho's loop
             log.exception("handling a message failed")
 

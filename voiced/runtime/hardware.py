@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 import platform
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from voiced.configfile import section_from_dict
+from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
 from voiced.runtime.affinity import clamp_cpus, ort_thread_affinities
 from voiced.runtime.onnx import SessionOptions
@@ -244,14 +243,7 @@ def select_profile(name: str | Path | None = AUTO, paths: Sequence[Path] = DEVIC
 
 
 def _read(path: Path, expected_name: str | None) -> HardwareProfile:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("hardware.profile", "file not found", str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("hardware.profile", f"cannot read: {exc}", str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("hardware.profile", f"not valid TOML: {exc}", str(path)) from None
+    data = read_toml(path, "hardware.profile")
     profile = section_from_dict(HardwareProfile, data, "hardware", str(path))
     if expected_name is not None and profile.name != expected_name:
         raise ConfigError("hardware.name", f"must be the file's name {expected_name!r}, got {profile.name!r}",
