@@ -1,0 +1,1 @@
+"""Tests of the model store, manifests and downloads."""

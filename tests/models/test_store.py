@@ -1,0 +1,135 @@
+"""The model store: install from a directory or tarball (a USB stick), list, verify, remove; the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from voiced.errors import ConfigError, ModelError
+from voiced.models.cli import main
+from voiced.models.manifest import (
+    INSTALL_RECORD,
+    Manifest,
+    Trust,
+    manifest_path,
+    sha256_file,
+    verify_model_file,
+)
+from voiced.models.store import ModelStore, default_root
+
+
+def model_dir(root: Path, name: str = "sherpa-test") -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    for part in ("encoder", "decoder", "joiner"):
+        (d / f"{part}.onnx").write_bytes(f"{part} weights".encode() * 100)
+    (d / "tokens.txt").write_text("<blk> 0\n<sos/eos> 1\n<unk> 2\n")
+    return d
+
+
+def tarball(src: Path, path: Path, mode: str) -> Path:
+    with tarfile.open(path, mode) as tar:
+        tar.add(src, arcname=src.name)
+    return path
+
+
+def test_default_root_follows_systemd_then_xdg(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/state:{tmp_path}/other")
+    assert default_root() == tmp_path / "state" / "models"
+    monkeypatch.delenv("STATE_DIRECTORY")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_root() == tmp_path / "xdg" / "voiced" / "models"
+
+
+def test_install_list_verify_remove(tmp_path) -> None:
+    store = ModelStore(tmp_path / "store")
+    model = store.install(model_dir(tmp_path / "usb"))
+    assert model.name == "sherpa-test" and model.kind == "asr" and len(model.files) == 4
+    assert [m.name for m in store.list()] == ["sherpa-test"]
+    assert store.verify("sherpa-test").ok and store.verify("sherpa-test").checked == 4
+    # the install record makes the daemon's load-time check work for files without a manifest
+    assert verify_model_file(model.path / "encoder.onnx").trust is Trust.VERIFIED
+    with pytest.raises(ModelError, match="already installed"):
+        store.install(tmp_path / "usb" / "sherpa-test")
+    store.install(tmp_path / "usb" / "sherpa-test", force=True)
+    store.remove("sherpa-test")
+    assert store.list() == [] and not (tmp_path / "store" / "sherpa-test").exists()
+
+
+def test_verify_names_a_corrupted_file_and_both_checksums(tmp_path) -> None:
+    store = ModelStore(tmp_path / "store")
+    model = store.install(model_dir(tmp_path / "usb"))
+    recorded = model.files["joiner.onnx"]["sha256"]
+    joiner = model.path / "joiner.onnx"
+    joiner.write_bytes(joiner.read_bytes()[:-1] + b"X")
+    result = store.verify("sherpa-test")
+    assert not result.ok and len(result.problems) == 1
+    assert str(joiner) in result.problems[0] and recorded in result.problems[0] and sha256_file(joiner) in result.problems[0]
+    with pytest.raises(ModelError, match="joiner.onnx: sha256"):
+        verify_model_file(joiner)
+
+
+@pytest.mark.parametrize(("suffix", "mode"), [(".tar.gz", "w:gz"), (".tar.bz2", "w:bz2")])
+def test_install_a_tarball_from_a_usb_stick(tmp_path, suffix, mode) -> None:
+    archive = tarball(model_dir(tmp_path / "build", "zipformer-en"), tmp_path / f"release{suffix}", mode)
+    model = ModelStore(tmp_path / "store").install(archive)
+    assert model.name == "zipformer-en"  # the single top folder names it and is stripped
+    assert sorted(model.files) == ["decoder.onnx", "encoder.onnx", "joiner.onnx", "tokens.txt"]
+    assert model.source == str(archive.resolve())
+
+
+def test_unsafe_archives_are_refused(tmp_path) -> None:
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"bad"))
+    store = ModelStore(tmp_path / "store")
+    with pytest.raises(ModelError, match="cannot unpack"):
+        store.install(evil)
+    assert not (tmp_path / "escaped.txt").exists() and store.list() == []
+
+
+def test_a_corrupt_quantized_model_is_refused_at_install(tmp_path) -> None:
+    d = tmp_path / "usb" / "vad"
+    d.mkdir(parents=True)
+    model = d / "silero_vad.int8.onnx"
+    model.write_bytes(b"int8 weights" * 50)
+    Manifest(model=model.name, sha256=sha256_file(model), size=model.stat().st_size,
+             source={"file": "silero_vad.onnx"}).write(manifest_path(model))
+    model.write_bytes(b"int8 weightz" * 50)
+    store = ModelStore(tmp_path / "store")
+    with pytest.raises(ModelError, match="silero_vad.int8.onnx: sha256 .* does not match"):
+        store.install(d)
+    assert store.list() == []
+
+
+def test_names_are_checked(tmp_path) -> None:
+    store = ModelStore(tmp_path / "store")
+    with pytest.raises(ConfigError, match="not a valid model name"):
+        store.install(model_dir(tmp_path / "usb"), name="../outside")
+    with pytest.raises(ModelError, match="not installed"):
+        store.remove("nothing-here")
+
+
+def test_cli(tmp_path, capsys) -> None:
+    store = str(tmp_path / "store")
+    src = model_dir(tmp_path / "usb")
+    assert main(["--store", store, "install", str(src), "--name", "asr-en"]) == 0
+    assert main(["--store", store, "list", "--json"]) == 0
+    out = capsys.readouterr().out
+    listed = json.loads(out[out.index("["):])
+    assert listed[0]["name"] == "asr-en" and listed[0]["files"] == 4
+    assert main(["--store", store, "verify"]) == 0 and "asr-en: OK (4 files)" in capsys.readouterr().out
+    (tmp_path / "store" / "asr-en" / "tokens.txt").write_text("changed\n")
+    assert main(["--store", store, "verify", "asr-en"]) == 1
+    assert "asr-en: FAILED" in capsys.readouterr().out
+    assert main(["--store", store, "pull", "sherpa-onnx-streaming-zipformer-en-2023-06-26"]) == 1
+    assert "--insecure-skip-checksum" in capsys.readouterr().err  # refused: no checksum known, nothing fetched
+    assert main(["--store", store, "catalog"]) == 0 and "silero-vad-v5" in capsys.readouterr().out
+    assert main(["--store", store, "remove", "asr-en"]) == 0
+    assert not (tmp_path / "store" / "asr-en" / INSTALL_RECORD).exists()

@@ -1,0 +1,321 @@
+"""The model store: one directory per installed model, each with an install record.
+
+    store = ModelStore(default_root())     # $STATE_DIRECTORY/models or $XDG_DATA_HOME/voiced/models
+    store.install(Path("/media/usb/sherpa-onnx-streaming-zipformer-en-20M.tar.bz2"))
+    store.verify("sherpa-onnx-streaming-zipformer-en-20M")     # every file against its recorded sha256
+
+Every model lives in ``ROOT/NAME/`` with ``voiced-model.json`` recording where it came
+from and the sha256 of every file as installed; :func:`voiced.models.manifest.verify_model_file`
+uses that record at load. Installs are staged in ``ROOT/.staging-*`` and renamed into place,
+so a failed or interrupted install never leaves half a model under its name. Archives are
+unpacked with tarfile's ``data`` filter: no absolute paths, no ``..``, no links out, no devices.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from voiced.errors import ConfigError, ModelError
+from voiced.models.catalog import CatalogEntry, ModelKind
+from voiced.models.download import DownloadOptions, download
+from voiced.models.manifest import (
+    INSTALL_RECORD,
+    manifest_path,
+    sha256_file,
+    verify_model_file,
+)
+
+__all__ = ["ARCHIVE_SUFFIXES", "InstalledModel", "ModelStore", "VerifyResult", "default_root"]
+
+log = logging.getLogger(__name__)
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_DOWNLOADS = ".downloads"
+"""Partial downloads live here between runs, so ``pull`` resumes them."""
+
+
+def default_root() -> Path:
+    """``$STATE_DIRECTORY/models`` under systemd (``StateDirectory=voiced``), else
+    ``$XDG_DATA_HOME/voiced/models`` (default ``~/.local/share/voiced/models``)."""
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        return Path(state.split(":")[0]) / "models"  # systemd lists several as a colon-separated list
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "voiced" / "models"
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    """One model in the store, as its install record describes it."""
+
+    name: str
+    path: Path
+    kind: str
+    source: str
+    installed: str
+    files: dict[str, dict[str, Any]]
+    catalog: str | None = None
+    license: str | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(int(f.get("size", 0)) for f in self.files.values())
+
+
+@dataclass
+class VerifyResult:
+    """What ``verify`` found for one model."""
+
+    name: str
+    checked: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class ModelStore:
+    """Install, list, verify and remove models under ``root``."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root else default_root()
+
+    # -- reading ----------------------------------------------------------------------
+
+    def list(self) -> list[InstalledModel]:
+        """Installed models by name; a directory without a readable record is skipped with a warning."""
+        if not self.root.is_dir():
+            return []
+        models = []
+        for path in sorted(self.root.iterdir()):
+            if path.name.startswith(".") or not path.is_dir():
+                continue
+            try:
+                models.append(self._read(path))
+            except ModelError as exc:
+                log.warning("%s", exc)
+        return models
+
+    def get(self, name: str) -> InstalledModel:
+        path = self.root / _check_name(name)
+        if not path.is_dir():
+            installed = ", ".join(m.name for m in self.list()) or "none"
+            raise ModelError(f"model {name!r} is not installed in {self.root} (installed: {installed})")
+        return self._read(path)
+
+    def _read(self, path: Path) -> InstalledModel:
+        record = path / INSTALL_RECORD
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            return InstalledModel(
+                name=path.name, path=path, kind=str(data.get("kind", "other")), source=str(data.get("source", "")),
+                installed=str(data.get("installed", "")), files=dict(data["files"]), catalog=data.get("catalog"),
+                license=data.get("license"),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"{record}: missing or unreadable install record ({exc})") from None
+
+    # -- verify ---------------------------------------------------------------------------
+
+    def verify(self, name: str) -> VerifyResult:
+        """Every recorded file against its sha256, and every quantization manifest inside."""
+        model = self.get(name)
+        result = VerifyResult(name)
+        for rel, entry in sorted(model.files.items()):
+            path = model.path / rel
+            if not path.is_file():
+                result.problems.append(f"{path}: missing")
+                continue
+            actual = sha256_file(path)
+            result.checked += 1
+            if actual != entry.get("sha256"):
+                result.problems.append(f"{path}: sha256 {actual} does not match {entry.get('sha256')} recorded at install")
+        for path in sorted(model.path.rglob("*.onnx")):
+            if manifest_path(path).is_file():
+                try:
+                    verify_model_file(path, use_cache=False)
+                except ModelError as exc:
+                    if str(exc) not in " ".join(result.problems):
+                        result.problems.append(str(exc))
+        recorded = set(model.files) | {INSTALL_RECORD}
+        extra = sorted(p.relative_to(model.path).as_posix() for p in model.path.rglob("*") if p.is_file())
+        extra = [p for p in extra if p not in recorded]
+        if extra:
+            result.notes.append(f"files added after install (not verified): {', '.join(extra[:5])}"
+                                + (" …" if len(extra) > 5 else ""))
+        return result
+
+    # -- install / remove -------------------------------------------------------------------
+
+    def install(self, source: str | Path, *, name: str | None = None, kind: ModelKind | None = None,
+                force: bool = False) -> InstalledModel:
+        """Install a directory or a tarball (e.g. from a USB stick) under ``name``.
+
+        The name defaults to the directory's name, or the archive's single top folder (else
+        its file name without the suffix).
+        """
+        source = Path(source)
+        if not source.exists():
+            raise ModelError(f"nothing to install at {source}: no such file or directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
+            staging = Path(tmp) / "model"
+            if source.is_dir():
+                shutil.copytree(source, staging, symlinks=False)
+                default_name = source.resolve().name
+            elif source.name.endswith(ARCHIVE_SUFFIXES):
+                top = _unpack(source, staging)
+                default_name = top or _strip_suffix(source.name)
+            else:
+                raise ModelError(f"{source}: not a directory or a tarball ({', '.join(ARCHIVE_SUFFIXES)})")
+            return self._commit(staging, name or default_name, source=str(source.resolve()), kind=kind, force=force)
+
+    def pull(self, entry: CatalogEntry, *, force: bool = False, insecure_skip_checksum: bool = False,
+             options: DownloadOptions | None = None) -> InstalledModel:
+        """Download a catalog entry (resumably), check its checksums, install it."""
+        if not entry.pinned and not insecure_skip_checksum:
+            missing = ", ".join(f.path for f in entry.files if not f.sha256)
+            raise ModelError(
+                f"{entry.name}: the catalog has no verified sha256 for {missing} ({entry.provenance}); refusing to"
+                " install an unchecked download. Install it from a directory or tarball you trust with"
+                " `voiced models install PATH`, or pass --insecure-skip-checksum"
+            )
+        if (self.root / entry.name).exists() and not force:
+            raise ModelError(f"{entry.name} is already installed in {self.root}; use --force to replace it")
+        cache = self.root / _DOWNLOADS / entry.name
+        cache.mkdir(parents=True, exist_ok=True)
+        seen: dict[str, str] = {}
+        for f in entry.files:
+            target = cache / Path(f.path).name
+            if target.is_file() and f.sha256 and sha256_file(target) == f.sha256:
+                seen[f.path] = f.sha256
+                continue  # fetched by an earlier run that failed later
+            seen[f.path] = download(f.url, target, sha256=f.sha256, size=f.size, options=options)
+            if not f.sha256:
+                log.warning("%s: no pinned checksum; recorded the downloaded file's sha256 %s", f.url, seen[f.path])
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
+            staging = Path(tmp) / "model"
+            staging.mkdir()
+            for f in entry.files:
+                src = cache / Path(f.path).name
+                if f.archive:
+                    _unpack(src, staging, merge=True)
+                else:
+                    (staging / f.path).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, staging / f.path)
+            model = self._commit(staging, entry.name, source=", ".join(f.url for f in entry.files), kind=entry.kind,
+                                 force=force, catalog=entry.name, license=entry.license,
+                                 downloads={f.url: seen[f.path] for f in entry.files})
+        shutil.rmtree(cache, ignore_errors=True)
+        return model
+
+    def remove(self, name: str) -> Path:
+        """Delete an installed model's directory; returns the path removed."""
+        model = self.get(name)
+        trash = self.root / f".removing-{model.name}-{os.getpid()}"
+        os.replace(model.path, trash)  # the name disappears at once, even if the delete is slow
+        shutil.rmtree(trash)
+        return model.path
+
+    def _commit(self, staging: Path, name: str, *, source: str, kind: ModelKind | None, force: bool,
+                catalog: str | None = None, license: str | None = None, downloads: dict[str, str] | None = None,
+                ) -> InstalledModel:
+        name = _check_name(name)
+        files = {}
+        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+            rel = path.relative_to(staging).as_posix()
+            if rel == INSTALL_RECORD:
+                continue  # a model copied out of another store gets a fresh record
+            files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+        if not files:
+            raise ModelError(f"{source}: no files to install")
+        for path in sorted(staging.rglob("*.onnx")):
+            if manifest_path(path).is_file():
+                verify_model_file(path, use_cache=False)  # a corrupt quantized file is refused here
+        record = {
+            "name": name,
+            "kind": (kind or _guess_kind(files)).value,
+            "source": source,
+            "installed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "catalog": catalog,
+            "license": license,
+            "downloads": downloads or {},
+            "files": files,
+        }
+        (staging / INSTALL_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        target = self.root / name
+        if target.exists():
+            if not force:
+                raise ModelError(f"{name} is already installed in {self.root}; use --force to replace it")
+            old = self.root / f".replaced-{name}-{os.getpid()}"
+            os.replace(target, old)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+        log.info("installed %s (%d files) in %s", name, len(files), target)
+        return self._read(target)
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name or "") or name in (".", ".."):
+        raise ConfigError("name", f"{name!r} is not a valid model name (letters, digits, '.', '_', '+', '-')")
+    return name
+
+
+def _strip_suffix(filename: str) -> str:
+    for suffix in ARCHIVE_SUFFIXES:
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)]
+    return filename
+
+
+def _unpack(archive: Path, dest: Path, merge: bool = False) -> str | None:
+    """Unpack safely into ``dest`` (merged with what is there when ``merge``); a single top-level
+    folder is stripped. Returns that folder's name."""
+    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=dest.parent) as tmp:
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")  # refuses absolute paths, '..', links out, devices
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise ModelError(f"{archive}: cannot unpack ({exc})") from None
+        entries = list(Path(tmp).iterdir())
+        if not entries:
+            raise ModelError(f"{archive}: the archive is empty")
+        top = entries[0].name if len(entries) == 1 and entries[0].is_dir() else None
+        children = list(entries[0].iterdir()) if top else entries
+        dest.mkdir(parents=True, exist_ok=True)
+        for child in children:
+            target = dest / child.name
+            if merge and target.is_dir() and child.is_dir():
+                shutil.copytree(child, target, dirs_exist_ok=True)
+            else:
+                shutil.move(str(child), str(target))
+        return top
+
+
+def _guess_kind(files: dict[str, Any]) -> ModelKind:
+    names = " ".join(files).lower()
+    if "encoder" in names and "tokens.txt" in names:
+        return ModelKind.ASR
+    if ".onnx.json" in names:
+        return ModelKind.TTS
+    if "silero" in names or "vad" in names:
+        return ModelKind.VAD
+    if "melspectrogram" in names or "wakeword" in names:
+        return ModelKind.WAKEWORD
+    return ModelKind.OTHER
