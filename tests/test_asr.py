@@ -206,3 +206,25 @@ def test_hotword_boost_equals_sherpa_and_changes_the_result(speech: Path, tmp_pa
             assert list(ours.tokens) == ref["tokens"], (phrase, boost)
             changed += list(ours.tokens) != plain
     assert changed, "some boost must change the transcript, or this test proves nothing"
+
+
+def test_transcribe_refuses_a_tampered_int8_model(tmp_path: Path, speech: Path, capsys) -> None:
+    """A model with a manifest loads; one flipped byte afterwards and transcribe names file and checksum."""
+    from quantize.manifest import write_manifest
+    from voiced.models.manifest import sha256_file
+
+    directory = make_transducer(tmp_path / "m", "lstm", seed=2, int8=True)
+    for part in ("encoder", "decoder", "joiner"):
+        write_manifest(directory / f"{part}.int8.onnx", directory / f"{part}.onnx", {"method": "dynamic"},
+                       {"passed": True})
+    wav = str(speech / SPEECH_FILES[0])
+    assert main(["transcribe", "--asr-model", str(directory), wav]) == 0
+    capsys.readouterr()
+    encoder = directory / "encoder.int8.onnx"
+    recorded = sha256_file(encoder)
+    data = bytearray(encoder.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    encoder.write_bytes(bytes(data))
+    assert main(["transcribe", "--asr-model", str(directory), wav]) == 1
+    err = capsys.readouterr().err
+    assert str(encoder) in err and recorded in err and "refusing to load" in err

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, default=None, metavar="FILE", help="TOML configuration to check")
     p.set_defaults(func=cmd_doctor)
 
+    from voiced.models.cli import add_parser as add_models_parser
+
+    add_models_parser(sub)
+
     p = sub.add_parser("transcribe", help="transcribe WAV files",
                        description="Transcribe WAV files (any rate, channels, 16/24/32-bit int or float).")
     _add_asr_args(p)

@@ -114,7 +114,6 @@ class TransducerModel:
         self.encoder_out_name = self.encoder.get_outputs()[0].name
         self.decoder_in_name = self.decoder.get_inputs()[0].name
         self.joiner_in_names = [i.name for i in self.joiner.get_inputs()]
-        self._warn_if_fp32()
 
     @classmethod
     def load(cls, directory: str | Path, options: SessionOptions | None = None) -> TransducerModel:
@@ -156,11 +155,6 @@ class TransducerModel:
             raise ModelError(f"{self.files.decoder}: expected one int64 input [N, context_size]")
         if len(self.joiner.get_inputs()) != 2:
             raise ModelError(f"{self.files.joiner}: expected inputs encoder_out and decoder_out")
-
-    def _warn_if_fp32(self) -> None:
-        fp32 = [p.name for p in (self.files.encoder, self.files.decoder, self.files.joiner) if ".int8." not in p.name]
-        if fp32:
-            log.warning("loading FP32 model files %s: INT8 files are smaller and faster on a Pi", ", ".join(fp32))
 
     # -- compute ---------------------------------------------------------------------------
 

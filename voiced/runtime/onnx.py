@@ -34,13 +34,19 @@ class SessionOptions:
 
 
 def create_session(path: str | Path, options: SessionOptions | None = None) -> ort.InferenceSession:
-    """Open ``path`` as a CPU inference session; a missing or broken file raises ModelError naming it."""
+    """Open ``path`` as a CPU inference session after checking it against its manifest.
+
+    A missing, tampered or broken file raises ModelError naming it.
+    """
     import onnxruntime as ort
+
+    from voiced.models.manifest import verify_model_file
 
     options = options or SessionOptions()
     path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"model file not found: {path}")
+    # Every model passes here, so none is loaded unchecked: a checksum mismatch against its
+    # manifest or install record raises ModelError naming the file; FP32 files are warned about.
+    verify_model_file(path)
     so = ort.SessionOptions()
     so.intra_op_num_threads = options.threads
     so.inter_op_num_threads = 1
