@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav", help="one utterance per file")
     b.set_defaults(func=cmd_bench_mqtt)
+    b = bsub.add_parser("service", help="cold start to READY=1, idle CPU on silence, peak RSS",
+                        description="Runs voiced run under a real NOTIFY_SOCKET with the given models and a"
+                        " real-time source of quiet noise; reads CPU and memory from /proc.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
+    b.add_argument("--idle-seconds", type=float, default=20.0)
+    b.set_defaults(func=cmd_bench_service)
     return parser
 
 
@@ -232,6 +239,13 @@ def cmd_bench_mqtt(args: argparse.Namespace) -> int:
     from voiced.bench_mqtt import bench_mqtt
 
     print(json.dumps(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages), indent=2))
+    return EXIT_OK
+
+
+def cmd_bench_service(args: argparse.Namespace) -> int:
+    from voiced.bench_service import bench_service
+
+    print(json.dumps(bench_service(args.asr_model, args.vad_model, args.idle_seconds), indent=2))
     return EXIT_OK
 
 

@@ -1,0 +1,95 @@
+"""``voiced bench service``: cold start to READY=1, idle CPU on silence, peak RSS.
+
+Runs ``voiced run`` as systemd would (a real AF_UNIX NOTIFY_SOCKET), with the full model
+set and a real-time source of silence, and reads its CPU time and memory from /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["bench_service"]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) -> dict[str, object]:
+    from voiced.audio.wav import write_wav
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        silence = work / "silence.wav"
+        # quiet room noise, not digital zeros: the energy gate must do its real job
+        rng = np.random.default_rng(0)
+        write_wav(silence, (rng.standard_normal(int(16_000 * (idle_seconds + 30))) * 10).astype(np.int16), 16_000)
+        (work / "intents.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
+                                           "      - sentences: ['turn on [the] {name}']\n")
+        with socket.socket() as s:  # a closed port: no broker, as on a device that is offline
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        (work / "voiced.toml").write_text(f"""
+[audio]
+source = "file:{silence}"
+realtime = true
+[vad]
+kind = "silero"
+model = "{vad_model}"
+[asr]
+model = "{asr_model}"
+[intents]
+templates = ["intents.yaml"]
+[mqtt]
+host = "127.0.0.1"
+port = {port}
+[daemon]
+state_dir = "state"
+""")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(str(work / "notify.sock"))
+        notify.settimeout(120)
+        env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "run", "--config", str(work / "voiced.toml")],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while b"READY=1" not in notify.recv(65536):
+                pass
+            ready_ms = (time.monotonic() - t0) * 1000
+            start_cpu = _cpu_seconds(proc.pid)
+            time.sleep(1.0)  # let the first windows settle
+            cpu0, w0 = _cpu_seconds(proc.pid), time.monotonic()
+            time.sleep(idle_seconds)
+            cpu1, w1 = _cpu_seconds(proc.pid), time.monotonic()
+            rss = _peak_rss_mb(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            notify.close()
+    return {
+        "cold_start_to_ready_ms": round(ready_ms),
+        "cpu_s_until_ready": round(start_cpu, 2),
+        "idle_cpu_percent_of_one_core": round(100 * (cpu1 - cpu0) / (w1 - w0), 2),
+        "idle_seconds": idle_seconds,
+        "peak_rss_mb": rss,
+        "models": {"asr": str(asr_model), "vad": str(vad_model)},
+    }
