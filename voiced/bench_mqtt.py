@@ -14,7 +14,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import wave
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -94,6 +93,8 @@ def _outbox_rate(port: int, workdir: Path, n: int, listener: _Listener) -> dict[
 
 
 def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages: int = 2000) -> dict[str, object]:
+    from voiced.audio.source import WavSource
+    from voiced.audio.wav import write_wav
     from voiced.config import Config
     from voiced.pipeline import Daemon
 
@@ -102,17 +103,13 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
         broker = _Broker(work)
         listener = _Listener(broker.port)
         try:
-            gap = np.zeros(32_000, np.int16)
+            gap = np.zeros(32_000, np.float32)
             parts = [gap]
             for f in files:
-                with wave.open(str(f)) as w:
-                    parts += [np.frombuffer(w.readframes(w.getnframes()), np.int16), gap]
+                with WavSource(f) as src:  # any format, as the daemon would read it
+                    parts += [*src.chunks(), gap]
             audio = work / "utterances.wav"
-            with wave.open(str(audio), "wb") as w:
-                w.setnchannels(1)
-                w.setsampwidth(2)
-                w.setframerate(16_000)
-                w.writeframes(np.concatenate(parts).tobytes())
+            write_wav(audio, np.concatenate(parts), 16_000)
             (work / "intents.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
                                               "      - sentences: ['turn on [the] {name}']\n")
             config = Config.from_dict({

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ from rhasspyhermes.nlu import NluIntent, NluIntentNotRecognized
 
 from tests.modelgen.transducer import make_transducer
 from tests.mqtt.conftest import Broker, Gate, wait_until
+from voiced.audio.wav import read_wav, write_wav
 from voiced.config import Config
 from voiced.pipeline import Daemon
 
@@ -132,17 +132,12 @@ def asr_model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def multi_utterance_wav(tmp_path, speech) -> Path:
-    gap = np.zeros(24000, np.int16)  # 1.5 s of silence between utterances
+    gap = np.zeros((24000, 1), np.float32)  # 1.5 s of silence between utterances
     parts = [gap]
     for name in UTTERANCES:
-        with wave.open(str(speech / "hifitts_6097_5min" / "audio" / name)) as w:
-            parts += [np.frombuffer(w.readframes(w.getnframes()), np.int16), gap]
+        parts += [read_wav(speech / "hifitts_6097_5min" / "audio" / name)[0], gap]
     path = tmp_path / "three.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(np.concatenate(parts).tobytes())
+    write_wav(path, np.concatenate(parts), 16000)
     return path
 
 
