@@ -117,3 +117,11 @@ def test_missing_file_and_broken_manifest(int8_model, tmp_path) -> None:
     manifest_path(model).write_text("{not json")
     with pytest.raises(ModelError, match=f"{manifest_path(model)}: not valid JSON"):
         verify_model_file(model)
+
+
+def test_a_piper_config_beside_a_voice_is_not_taken_for_a_manifest(int8_model, tmp_path, caplog) -> None:
+    """voice.onnx.json is Piper's config, not ours: the voice loads as an FP32 model, unverified."""
+    voice = tmp_path / "voice.onnx"
+    voice.write_bytes(int8_model.read_bytes())
+    (tmp_path / "voice.onnx.json").write_text('{"audio": {"sample_rate": 22050}, "phoneme_id_map": {}}')
+    assert verify_model_file(voice).trust is Trust.FP32

@@ -234,7 +234,9 @@ def verify_model_files(paths: Iterable[str | Path], *, use_cache: bool = True) -
 def _find_record(path: Path) -> tuple[str | None, Path | None, Manifest | None]:
     """(expected sha256, record file, manifest) from the nearest record that lists ``path``."""
     mpath = manifest_path(path)
-    if mpath.is_file():
+    # MODEL.onnx.json is also where others keep sidecars (a Piper voice's config): only a JSON
+    # object that claims a manifest format is ours; anything else is not a record at all.
+    if mpath.is_file() and "format" in _read_json(mpath):
         manifest = Manifest.load(mpath)
         if manifest.model != path.name:
             # A renamed model keeps its manifest's checksum; a mismatch in name alone is worth a note.
