@@ -1,0 +1,36 @@
+"""The tiny genai model (built once per session) and the intents the LLM answers with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_intents import LIGHTS, LISTS
+from voiced.intents import IntentRecognizer
+from voiced.llm.catalog import IntentCatalog
+
+BUILD_DEPS = ("onnxruntime_genai", "transformers", "torch", "tokenizers", "onnx_ir")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight Llama folder made by onnxruntime-genai's builder (about 10 s, once)."""
+    for module in BUILD_DEPS:
+        pytest.importorskip(module, reason=f"{module} is needed to build the test LLM (pip install -e '.[test]')")
+    from tests.llm.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("llm") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def recognizer(tmp_path_factory: pytest.TempPathFactory) -> IntentRecognizer:
+    folder = tmp_path_factory.mktemp("templates")
+    (folder / "lights.yaml").write_text(LIGHTS)
+    (folder / "lists.yaml").write_text(LISTS)
+    return IntentRecognizer.load([folder / "*.yaml"])
+
+
+@pytest.fixture(scope="session")
+def catalog(recognizer: IntentRecognizer) -> IntentCatalog:
+    return IntentCatalog.from_recognizer(recognizer)

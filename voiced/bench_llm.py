@@ -1,0 +1,155 @@
+"""``python -m voiced.bench_llm --model DIR``: the LLM fallback's time to intent and token rates, as JSON.
+
+For each thread count (default 1 and 2) a fresh worker loads the model on the CPU, answers
+one warm-up request, then each utterance ``--runs`` times through ``LlmFallback.answer``,
+exactly as the daemon asks. Figures: time to intent (what the caller waits: prompt,
+generation, check), prompt tokens per second, generated tokens per second, outcomes, and
+the worker's load time and peak RSS. Without ``--templates`` a small built-in set of
+lighting intents is used. Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from voiced.intents import IntentRecognizer
+from voiced.llm.config import LlmConfig, Provider
+from voiced.llm.fallback import LlmAnswer, LlmFallback
+
+__all__ = ["bench_llm", "main"]
+
+TEMPLATES = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences: ["turn on [the] {name}", "(turn|switch) on [the] lights in [the] {area}"]
+  HassTurnOff:
+    data:
+      - sentences: ["turn off [the] {name}", "(turn|switch) off [the] lights in [the] {area}"]
+  HassLightSet:
+    data:
+      - sentences: ["set [the] {area} lights to {brightness} percent"]
+        slots: {domain: light}
+lists:
+  area:
+    values:
+      - {in: "living room", out: living_room}
+      - {in: "(bed|sleeping) room", out: bedroom}
+      - kitchen
+      - {in: "bath room", out: bathroom}
+  brightness:
+    range: {from: 0, to: 100}
+"""
+
+UTTERANCES = (
+    "set the bedroom lights to 40 percent",
+    "could you make it brighter in the kitchen",
+    "lights out in the bathroom please",
+    "what's the weather like tomorrow",
+)
+
+
+def bench_llm(model: Path, recognizer: IntentRecognizer, utterances: Sequence[str], *,
+              threads: Sequence[int] = (1, 2), runs: int = 3, max_new_tokens: int = 64,
+              budget_s: float = 120.0) -> dict[str, object]:
+    """Figures for ``model`` answering ``utterances`` with ``recognizer``'s intents, per thread count."""
+    results = []
+    for n in threads:
+        config = LlmConfig(model=model, max_new_tokens=max_new_tokens, threads=n, provider=Provider.CPU)
+        llm = LlmFallback.from_recognizer(config, recognizer)
+        try:
+            start = time.perf_counter()
+            llm.preload(budget_s)
+            ready_s = time.perf_counter() - start
+            llm.answer(utterances[0], budget_s)  # first-call allocations are not what a user waits for later
+            answers = [llm.answer(text, budget_s) for _ in range(runs) for text in utterances]
+            info = llm.worker.info
+            results.append({
+                "threads": n,
+                "ready_s": round(ready_s, 3),
+                "model_load_s": round(info.load_s, 3) if info else None,
+                "worker_peak_rss_mb": _peak_rss_mb(llm.worker.pid),
+                **_figures(answers),
+            })
+        finally:
+            llm.close()
+    return {
+        "model": str(model),
+        "provider": "cpu",
+        "utterances": len(utterances),
+        "runs": runs,
+        "max_new_tokens": max_new_tokens,
+        "results": results,
+    }
+
+
+def _figures(answers: list[LlmAnswer]) -> dict[str, object]:
+    waits = sorted(a.elapsed_s for a in answers)
+    prompt = sum(a.prompt_tokens for a in answers)
+    prefill = sum(a.prefill_s for a in answers)
+    decoded = sum(max(a.tokens - 1, 0) for a in answers)  # the first token is part of the prefill
+    decode = sum(a.decode_s for a in answers)
+    return {
+        "time_to_intent_ms": {
+            "mean": _ms(statistics.fmean(waits)),
+            "p50": _ms(waits[len(waits) // 2]),
+            "p90": _ms(waits[min(len(waits) - 1, int(len(waits) * 0.9))]),
+            "max": _ms(waits[-1]),
+        },
+        "prompt_tokens_mean": round(prompt / len(answers), 1),
+        "generated_tokens_mean": round(sum(a.tokens for a in answers) / len(answers), 1),
+        "prompt_tokens_per_s": round(prompt / prefill, 1) if prefill else None,
+        "generated_tokens_per_s": round(decoded / decode, 1) if decode else None,
+        "outcomes": dict(Counter(a.outcome.value for a in answers)),
+    }
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def _peak_rss_mb(pid: int | None) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m voiced.bench_llm", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="onnxruntime-genai model folder")
+    parser.add_argument("--templates", nargs="*", help="hassil YAML files or globs (default: built-in lights)")
+    parser.add_argument("--utterance", action="append", dest="utterances", help="text to ask (repeatable)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="voiced-bench-llm-") as tmp:
+        templates = args.templates
+        if not templates:
+            path = Path(tmp) / "lights.yaml"
+            path.write_text(TEMPLATES, encoding="utf-8")
+            templates = [str(path)]
+        recognizer = IntentRecognizer.load(templates)
+        utterances = tuple(args.utterances or UTTERANCES)
+        figures = bench_llm(args.model, recognizer, utterances, threads=args.threads, runs=args.runs,
+                            max_new_tokens=args.max_new_tokens)
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
