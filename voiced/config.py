@@ -14,6 +14,7 @@ from typing import Any
 from voiced.asr.search import SearchMethod
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
+from voiced.llm.config import LlmConfig
 from voiced.mqtt.client import MqttConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 
@@ -149,6 +150,7 @@ class Config:
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     daemon: DaemonSection = field(default_factory=DaemonSection)
     hardware: HardwareSection = field(default_factory=HardwareSection)
+    llm: LlmConfig = field(default_factory=LlmConfig)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -158,7 +160,7 @@ class Config:
         sections: dict[str, Any] = {}
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
-                 "hardware": HardwareSection}
+                 "hardware": HardwareSection, "llm": LlmConfig}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
@@ -193,4 +195,5 @@ class Config:
             intents=IntentsSection(templates=templates),
             mqtt=mqtt,
             daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
+            llm=self.llm.relative_to(base),
         )

@@ -173,6 +173,11 @@ class IntentRecognizer:
         return str(self._intents.language)
 
     @property
+    def templates(self) -> Intents:
+        """The parsed hassil templates (intents, lists, rules), e.g. for the LLM's schema."""
+        return self._intents
+
+    @property
     def intent_names(self) -> tuple[str, ...]:
         """Every intent the templates can produce, sorted."""
         return tuple(sorted(self._intents.intents))

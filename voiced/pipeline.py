@@ -27,6 +27,7 @@ from voiced.audio.frames import Windower
 from voiced.audio.source import AudioSource, WavSource, open_source
 from voiced.config import Config
 from voiced.intents import IntentRecognizer
+from voiced.llm import LlmFallback
 from voiced.listener import ListenEvent, ListenEventType, Listener
 from voiced.mqtt import hermes
 from voiced.mqtt.client import MqttClient
@@ -114,6 +115,10 @@ class Daemon:
         """Everything heavy happens here, once, before READY."""
         cfg = self.config
         self.intents = IntentRecognizer.load(cfg.intents.templates)
+        # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
+        self.llm = LlmFallback.from_recognizer(cfg.llm, self.intents) if cfg.llm.enabled else None
+        if self.llm is not None and cfg.llm.preload:
+            self.llm.preload()
         self.recognizer: Recognizer | None = None
         if cfg.asr.model is not None:
             session = self.profile.session_options(OnnxRole.ASR)
@@ -159,6 +164,8 @@ class Daemon:
         sup.add_stage(Stage.INTENT, self._intent, p.cpus(Stage.INTENT))
         sup.add_stage("stats", self._stats, p.cpus(Stage.INTENT))
         sup.start()
+        if self.llm is not None:
+            self.llm.start()  # loads in the background, never delaying READY
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop the stages, close the source, flush the outbox while the broker is there."""
@@ -166,6 +173,8 @@ class Daemon:
         self.source.stop()
         clean = self.supervisor.stop(timeout * 0.6)
         self.source.close()
+        if self.llm is not None:
+            self.llm.close()
         self.client.close(drain_timeout=timeout * 0.4)
         return clean
 
@@ -180,6 +189,8 @@ class Daemon:
         """SIGHUP: new intent templates (and the discovery that lists them) without touching audio."""
         intents = IntentRecognizer.load(config.intents.templates)
         self.intents = intents  # one reference swap: the intent stage sees old or new, never half
+        if self.llm is not None:
+            self.llm.set_intents(intents)
         self.discovery.set_intent_names(intents.intent_names)
         if dataclasses.replace(config, intents=self.config.intents) != self.config:
             log.warning("reload applies [intents] only; restart voiced for the other changes")
@@ -256,6 +267,7 @@ class Daemon:
             "mqtt": self.client.stats(),
             "source": self.source.describe(),
             "queued_windows": len(self.windows),
+            "llm": self.llm.counts() if self.llm is not None else None,
             "stages": {i.name: {"restarts": i.restarts, "failures": i.failures, "stalled": i.stalled}
                        for i in self.supervisor.stages()},
         }
@@ -316,6 +328,10 @@ class Daemon:
         intent = self.intents.recognize(utt.text)
         if intent is not None and utt.intent_filter is not None and intent.name not in utt.intent_filter:
             intent = None
+        if intent is None and self.llm is not None:
+            # bounded by llm.time_budget_s; whatever the model says is validated against the schema
+            intent = self.llm.recognize(utt.text, intent_filter=utt.intent_filter)
+            self.counters.add("llm_intents" if intent is not None else "llm_misses")
         if intent is None:
             self.counters.add("intents_not_recognized")
             msg = hermes.intent_not_recognized(utt.text, self.site_id, utt.session_id, utt.request_id, utt.custom_data)
