@@ -14,6 +14,7 @@ from typing import Any
 from voiced.asr.search import SearchMethod
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
+from voiced.cloud.config import CloudConfig
 from voiced.llm.config import LlmConfig
 from voiced.mqtt.client import MqttConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
@@ -151,6 +152,7 @@ class Config:
     daemon: DaemonSection = field(default_factory=DaemonSection)
     hardware: HardwareSection = field(default_factory=HardwareSection)
     llm: LlmConfig = field(default_factory=LlmConfig)
+    cloud: CloudConfig = field(default_factory=CloudConfig)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -160,7 +162,8 @@ class Config:
         sections: dict[str, Any] = {}
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
-                 "hardware": HardwareSection, "llm": LlmConfig}
+                 "hardware": HardwareSection, "llm": LlmConfig,
+                 "cloud": CloudConfig}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
@@ -196,4 +199,5 @@ class Config:
             mqtt=mqtt,
             daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
             llm=self.llm.relative_to(base),
+            cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
         )

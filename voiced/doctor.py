@@ -100,6 +100,11 @@ def run_doctor(config_path: str | Path | None = None,
     """Run every check; the report's lines and the exit code (1 when something is broken)."""
     checks = run_checks(config_path, options)
     lines = [line for check in checks for line in check.lines()]
+    config = _load_config(config_path)[0]
+    if config is not None and hasattr(config, "cloud"):
+        from voiced.cloud import doctor_lines
+
+        lines += doctor_lines(config.cloud)  # optional: it warns, never fails
     failed = sum(c.status is CheckStatus.FAIL for c in checks)
     warned = sum(c.status is CheckStatus.WARN for c in checks)
     lines.append(f"{failed} problem(s), {warned} warning(s)" if failed or warned else "all good")

@@ -42,6 +42,8 @@ class ListenEvent:
     """Tokens, timestamps (relative to ``audio_start``) and confidence; on partial and final."""
     audio_start: float = 0.0
     """Stream time of the first sample given to the recognizer (before ``start`` by the pre-roll)."""
+    audio: np.ndarray | None = None
+    """The utterance's samples (on final, when the listener keeps audio for the cloud)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"type": self.type.value, "text": self.text, "start": round(self.start, 3), "end": round(self.end, 3)}
@@ -50,8 +52,12 @@ class ListenEvent:
 class Listener:
     """Turns audio chunks into listen events; without an endpointer the whole stream is one utterance."""
 
-    def __init__(self, recognizer: Recognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10) -> None:
+    def __init__(self, recognizer: Recognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10,
+                 keep_audio: bool = False) -> None:
         self.recognizer = recognizer
+        self.keep_audio = keep_audio
+        """Collect each utterance's samples for the final event (for cloud ASR); off: nothing is copied."""
+        self._audio: list[np.ndarray] = []
         self.endpointer = endpointer
         self.window_frames = window_frames
         self._stream: Stream | None = None
@@ -103,6 +109,7 @@ class Listener:
     def _begin(self, start: float, audio_start: float) -> ListenEvent:
         self._start, self._audio_start, self._partial = start, audio_start, ""
         self._active = True
+        self._audio = []
         if self.recognizer is not None:
             if self._stream is None:
                 self._stream = self.recognizer.create_stream()
@@ -111,6 +118,8 @@ class Listener:
         return ListenEvent(ListenEventType.SPEECH_START, start, start, audio_start=audio_start)
 
     def _feed(self, audio: np.ndarray, now: float, partials: bool = True) -> Iterator[ListenEvent]:
+        if self.keep_audio and len(audio):
+            self._audio.append(np.asarray(audio, np.float32))
         rec, stream = self.recognizer, self._stream
         if rec is None or stream is None or not len(audio):
             return
@@ -126,6 +135,10 @@ class Listener:
     def _end(self, end: float) -> Iterator[ListenEvent]:
         yield ListenEvent(ListenEventType.SPEECH_END, self._start, end, audio_start=self._audio_start)
         self._active = False
+        audio = np.concatenate(self._audio) if self.keep_audio and self._audio else None
+        self._audio = []
         if self.recognizer is not None and self._stream is not None:
             result = self.recognizer.finish(self._stream)
-            yield ListenEvent(ListenEventType.FINAL, self._start, end, result.text, result, self._audio_start)
+            yield ListenEvent(ListenEventType.FINAL, self._start, end, result.text, result, self._audio_start, audio)
+        elif audio is not None:  # no local recognizer: the audio is the result, for the cloud
+            yield ListenEvent(ListenEventType.FINAL, self._start, end, "", None, self._audio_start, audio)

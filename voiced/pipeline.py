@@ -26,7 +26,9 @@ from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.audio.frames import Windower
 from voiced.audio.source import AudioSource, WavSource, open_source
 from voiced.config import Config
-from voiced.intents import IntentRecognizer
+from voiced.cloud import CloudRouter
+from voiced.cloud.pool import CloudResult
+from voiced.intents import Intent, IntentRecognizer
 from voiced.llm import LlmFallback
 from voiced.listener import ListenEvent, ListenEventType, Listener
 from voiced.mqtt import hermes
@@ -119,6 +121,10 @@ class Daemon:
         self.llm = LlmFallback.from_recognizer(cfg.llm, self.intents) if cfg.llm.enabled else None
         if self.llm is not None and cfg.llm.preload:
             self.llm.preload()
+        # Local first: the cloud (off by default) is consulted only after the local path and a
+        # reachability probe; prepare() touches no network and never raises.
+        self.cloud = CloudRouter.from_recognizer(cfg.cloud, self.intents, counters=self.counters)
+        self.cloud.prepare()
         self.recognizer: Recognizer | None = None
         if cfg.asr.model is not None:
             session = self.profile.session_options(OnnxRole.ASR)
@@ -146,7 +152,8 @@ class Daemon:
     def _new_listener(self) -> Listener:
         cfg = self.config.vad
         endpointer = Endpointer(cfg.endpoint, create_detector(cfg.kind, self.silero, cfg.gate))
-        return Listener(self.recognizer, endpointer, self.config.audio.window_frames)
+        keep_audio = self.config.cloud.enabled and self.config.cloud.asr  # audio leaves only when asked
+        return Listener(self.recognizer, endpointer, self.config.audio.window_frames, keep_audio)
 
     def start(self) -> None:
         """Connect (without waiting for the broker), open the source, start the stage threads."""
@@ -175,6 +182,7 @@ class Daemon:
         self.source.close()
         if self.llm is not None:
             self.llm.close()
+        self.cloud.close()
         self.client.close(drain_timeout=timeout * 0.4)
         return clean
 
@@ -191,6 +199,7 @@ class Daemon:
         self.intents = intents  # one reference swap: the intent stage sees old or new, never half
         if self.llm is not None:
             self.llm.set_intents(intents)
+        self.cloud.set_intents(intents)
         self.discovery.set_intent_names(intents.intent_names)
         if dataclasses.replace(config, intents=self.config.intents) != self.config:
             log.warning("reload applies [intents] only; restart voiced for the other changes")
@@ -268,6 +277,7 @@ class Daemon:
             "source": self.source.describe(),
             "queued_windows": len(self.windows),
             "llm": self.llm.counts() if self.llm is not None else None,
+            "cloud": self.cloud.stats(),
             "stages": {i.name: {"restarts": i.restarts, "failures": i.failures, "stalled": i.stalled}
                        for i in self.supervisor.stages()},
         }
@@ -304,22 +314,50 @@ class Daemon:
             request = self._session
             if request is not None and request.stop_on_silence:
                 self._session = None
-        text = ev.text.strip()
+        intent_filter = request.intent_filter if request else None
+        confidence = ev.result.confidence if ev.result is not None else None
+        if ev.audio is not None and self.cloud.should_use_cloud_asr(self.recognizer is not None, confidence):
+            if self.recognizer is None:  # nothing local to publish: the cloud's text is the transcript
+                self.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_text(r, ev, session, intent_filter),
+                                      language=self.intents.language)
+                return
+            # a local transcript exists: it is published now; the cloud may only correct it later
+            if self.config.cloud.publish_corrections:
+                self.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_correction(r, ev, session),
+                                      language=self.intents.language)
+        self._publish_transcript(ev, ev.text, session, confidence or 0.0, intent_filter)
+
+    def _on_cloud_text(self, result: CloudResult[str], ev: ListenEvent, session: str,
+                       intent_filter: tuple[str, ...] | None) -> None:
+        """On a cloud worker thread: the cloud transcript of an utterance with no local one."""
+        text = (result.value or "").strip() if result.ok else ""
+        if not result.ok:
+            log.warning("cloud ASR gave no transcript (%s)", result.outcome.value)
+        self._publish_transcript(ev, text, session, 1.0, intent_filter)
+
+    def _on_cloud_correction(self, result: CloudResult[str], ev: ListenEvent, session: str) -> None:
+        if result.ok and result.value and result.value.strip() != ev.text.strip():
+            msg = hermes.text_captured(result.value.strip(), 1.0, ev.end - ev.start, self.site_id, session)
+            self.client.publish(msg.topic, msg.json())
+            self.counters.add("cloud_corrections")
+
+    def _publish_transcript(self, ev: ListenEvent, text: str, session: str, confidence: float,
+                            intent_filter: tuple[str, ...] | None) -> None:
+        text = text.strip()
         if not text:
             self.counters.add("empty_transcripts")
             self._end_session(session, hermes.TerminationReason.INTENT_NOT_RECOGNIZED)
             return
         self.counters.add("transcripts")
-        tokens = tuple(_word_tokens(ev))
-        msg = hermes.text_captured(text, ev.result.confidence, ev.end - ev.start, self.site_id, session, tokens=tokens)
+        tokens = tuple(_word_tokens(ev)) if ev.result is not None and text == ev.text.strip() else None
+        msg = hermes.text_captured(text, confidence, ev.end - ev.start, self.site_id, session, tokens=tokens)
         self.client.publish(msg.topic, msg.json())
         state, attributes = transcript_state(text, {"siteId": self.site_id, "sessionId": session, "start": ev.start, "end": ev.end})
         topics = self.discovery.topics
         self.client.publish(topics.transcript, state, retain=True)
         self.client.publish(topics.transcript_attributes, attributes, retain=True)
         self.utterances.put(Utterance(
-            text=text, session_id=session, confidence=ev.result.confidence, tokens=tokens,
-            intent_filter=request.intent_filter if request else None,
+            text=text, session_id=session, confidence=confidence, tokens=tokens, intent_filter=intent_filter,
         ))
 
     # -- intents -----------------------------------------------------------------------------
@@ -332,6 +370,14 @@ class Daemon:
             # bounded by llm.time_budget_s; whatever the model says is validated against the schema
             intent = self.llm.recognize(utt.text, intent_filter=utt.intent_filter)
             self.counters.add("llm_intents" if intent is not None else "llm_misses")
+        if self.cloud.should_use_cloud_intent(intent):
+            # The answer comes on a cloud thread within the cloud's budget; this stage moves on.
+            self.cloud.submit_intent(utt.text, lambda r: self._publish_intent(utt, r.value if r.ok else intent),
+                                     intent_filter=utt.intent_filter)
+            return
+        self._publish_intent(utt, intent)
+
+    def _publish_intent(self, utt: Utterance, intent: Intent | None) -> None:
         if intent is None:
             self.counters.add("intents_not_recognized")
             msg = hermes.intent_not_recognized(utt.text, self.site_id, utt.session_id, utt.request_id, utt.custom_data)

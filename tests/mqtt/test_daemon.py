@@ -260,3 +260,57 @@ def test_unmatched_text_goes_to_the_llm_and_comes_back_valid_or_not_recognized(
         assert {s.slot_name for s in intent.slots} <= {"name"}
     counters = daemon.counters.snapshot()
     assert counters.get("llm_intents", 0) + counters.get("llm_misses", 0) >= len(queries)
+
+
+# -- cloud fallback ---------------------------------------------------------------------------
+
+
+def cloud_section(tmp_path, url: str, **extra) -> dict:
+    (tmp_path / "cloud-key").write_text("sk-test\n")
+    return {"enabled": True, "base_url": url, "api_key_file": str(tmp_path / "cloud-key"), "asr": True,
+            "intent": True, "probe_budget_s": 1.5, "request_timeout_s": 1.5, "local_budget_s": 4.0, **extra}
+
+
+def test_without_a_local_model_the_cloud_transcribes_and_the_intent_follows(
+        tmp_path, broker, subscriber_factory, running, multi_utterance_wav, models) -> None:
+    from tests.cloud.conftest import FakeCloud
+
+    cloud = FakeCloud().start()
+    try:
+        config = make_config(
+            tmp_path, broker, audio={"source": f"file:{multi_utterance_wav}"},
+            vad={"kind": "silero", "model": str(models / "silero_vad_v5" / "silero_vad.onnx")},
+            cloud=cloud_section(tmp_path, cloud.url))
+        assert config.asr.model is None
+        sub = subscriber_factory(broker, "hermes/#")
+        running(config)
+        captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+        assert [c.text for c in captured] == ["turn on the kitchen light"] * 3
+        intents = [NluIntent.from_dict(json.loads(p)) for p in sub.wait_count(3, "hermes/intent/HassTurnOn")]
+        assert {i.session_id for i in intents} == {c.session_id for c in captured}
+        uploads = [s for s in cloud.seen if s.path == "/v1/audio/transcriptions"]
+        assert len(uploads) == 3  # one WAV per utterance, and only because [cloud] asr = true
+    finally:
+        cloud.stop()
+
+
+def test_black_holed_cloud_never_holds_up_local_results(
+        tmp_path, broker, subscriber_factory, running, multi_utterance_wav, asr_model, models) -> None:
+    from tests.cloud.conftest import BlackHole
+
+    hole = BlackHole()
+    try:
+        config = audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models)
+        config = dataclasses.replace(config, cloud=Config.from_dict(
+            {"cloud": cloud_section(tmp_path, f"http://127.0.0.1:{hole.port}")}).cloud)
+        sub = subscriber_factory(broker, "hermes/#")
+        daemon = running(config)  # constructed and started: no network was needed for that
+        # the local transcripts arrive while the cloud (asked for the unmatched intents) hangs
+        sub.wait_count(3, "hermes/asr/textCaptured")
+        misses = sub.wait_count(3, "hermes/nlu/intentNotRecognized")  # the cloud never answered
+        assert len(misses) == 3
+        assert hole.accepted.is_set(), "the cloud was consulted (and hung) for the unmatched intents"
+        stats = daemon.stats()["cloud"]
+        assert stats["state"] != "up"
+    finally:
+        hole.stop()
