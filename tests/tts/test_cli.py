@@ -1,0 +1,107 @@
+"""``voiced say``: the WAV it writes carries, sentence by sentence, exactly the ids piper-phonemize gives."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.tts.test_phonemes import reference_ids
+from tests.tts.voicegen import decode_id_audio
+from voiced.audio.wav import read_wav
+
+TEXT = ("Good morning! It's 7:45 and 12 degrees outside. Dr. Jones called twice; "
+        "call back at 555-0100, please. Shall I read the news?")
+
+
+def say_main() -> Callable[[Sequence[str]], int]:
+    """``voiced``'s own main once ``say`` is hooked into voiced/cli.py, else the module's."""
+    from voiced import cli
+
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices or {}
+    if "say" in commands:
+        return cli.main
+    from voiced.tts.cli import main
+
+    return main
+
+
+def run_say(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = say_main()(["say", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def wav_int16(path: Path) -> tuple[np.ndarray, int]:
+    samples, rate = read_wav(path)
+    return np.round(samples[:, 0] * 32768).astype(np.int16), rate
+
+
+@pytest.mark.parametrize("fixture", ["lessac_id_voice", "id_voice"])
+def test_say_output_carries_exactly_the_reference_ids(fixture: str, request: pytest.FixtureRequest, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    voice = request.getfixturevalue(fixture)
+    out = tmp_path / "out.wav"
+    code, stdout, err = run_say(["--voice", str(voice), "--output", str(out), "--json", TEXT], capsys)
+    assert code == 0, err
+    pcm, rate = wav_int16(out)
+    assert rate == (22050 if fixture == "lessac_id_voice" else 16000)
+    sentences = decode_id_audio(pcm)
+    assert [s.ids for s in sentences] == reference_ids(TEXT)
+    assert len(sentences) >= 4
+    figures = json.loads(stdout)
+    assert figures["sentences"] == figures["chunks"] == len(sentences) and figures["output"] == str(out)
+    assert figures["audio_s"] == pytest.approx(len(pcm) / rate, abs=1e-3)
+    for key in ("first_audio_s", "synth_s", "rtf", "load_s"):  # figures are there; their values are not tested
+        assert isinstance(figures[key], float)
+
+
+def test_say_passes_speaker_and_scales(lessac_multi_id_voice: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.wav"
+    code, _, err = run_say(["--voice", str(lessac_multi_id_voice), "--speaker", "3", "--length-scale", "0.8",
+                            "--noise-scale", "0.5", "--noise-w", "0.6", "--output", str(out), "Yes."], capsys)
+    assert code == 0, err
+    (decoded,) = decode_id_audio(wav_int16(out)[0])
+    assert decoded.sid == 3
+    assert (decoded.noise_scale, decoded.length_scale, decoded.noise_w) == pytest.approx((0.5, 0.8, 0.6), abs=2e-4)
+
+
+def test_say_reads_stdin(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("From a pipe. Two sentences."))
+    out = tmp_path / "p.wav"
+    code, _, err = run_say(["--voice", str(id_voice), "--output", str(out), "-"], capsys)
+    assert code == 0, err
+    assert [s.ids for s in decode_id_audio(wav_int16(out)[0])] == reference_ids("From a pipe. Two sentences.")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["   "], "text is empty"),
+    (["..."], "nothing to speak"),
+    (["--speaker", "bob", "Hi."], None),  # single-speaker voice: ignored, as in Piper
+    (["--volume", "7", "Hi."], "volume"),
+])
+def test_say_errors_are_messages_not_tracebacks(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                args: list[str], message: str | None) -> None:
+    code, _, err = run_say(["--voice", str(id_voice), "--output", str(tmp_path / "e.wav"), *args], capsys)
+    if message is None:
+        assert code == 0, err
+    else:
+        assert code == 1 and err.startswith("voiced: ") and message in err and "Traceback" not in err
+
+
+def test_say_without_a_voice_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    code, _, err = run_say(["--output", str(tmp_path / "x.wav"), "Hi."], capsys)
+    assert code == 1 and "piper-en_US-lessac-medium is not installed" in err
+    code, _, err = run_say(["--voice", str(tmp_path / "none.onnx"), "--output", str(tmp_path / "x.wav"), "Hi."],
+                           capsys)
+    assert code == 1 and "voice model not found" in err and "none.onnx" in err

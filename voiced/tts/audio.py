@@ -1,0 +1,94 @@
+"""Synthesized audio: the chunk type the voice yields, and Piper's float → int16 conversion."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from voiced.audio.resample import to_mono
+from voiced.audio.wav import read_wav
+
+__all__ = ["MAX_WAV_VALUE", "AudioChunk", "float_to_int16", "peak_gain", "wav_to_chunk"]
+
+MAX_WAV_VALUE = 32767.0
+"""Full scale of Piper's int16 output."""
+_MIN_PEAK = 0.01
+"""Piper never amplifies by more than 1 / 0.01: near-silence stays near-silent."""
+
+
+@dataclass(frozen=True, eq=False)
+class AudioChunk:
+    """A piece of synthesized speech, ready to play or write."""
+
+    samples: np.ndarray
+    """int16 samples, 1-D (interleaved when ``channels`` > 1)."""
+    sample_rate: int
+    """Frames per second."""
+    sample_width: int = 2
+    """Bytes per sample (2: int16)."""
+    channels: int = 1
+    """Interleaved channels."""
+    sentence: int = 0
+    """Index of the sentence this audio belongs to."""
+    final: bool = True
+    """The last chunk of its sentence (split voices yield several per sentence)."""
+
+    def __post_init__(self) -> None:
+        if self.samples.dtype != np.int16 or self.samples.ndim != 1:
+            raise ValueError(f"samples must be 1-D int16, got {self.samples.dtype} {self.samples.shape}")
+        if self.sample_rate <= 0 or self.channels < 1 or self.sample_width != 2:
+            raise ValueError(f"bad layout: {self.sample_rate} Hz, {self.channels} ch, {self.sample_width} bytes")
+
+    @property
+    def frames(self) -> int:
+        """Frames (samples per channel)."""
+        return len(self.samples) // self.channels
+
+    @property
+    def duration(self) -> float:
+        """Length in seconds."""
+        return self.frames / self.sample_rate
+
+    def to_bytes(self) -> bytes:
+        """Little-endian PCM, as ALSA's S16_LE and WAV files want it."""
+        return self.samples.astype("<i2", copy=False).tobytes()
+
+
+def peak_gain(audio: np.ndarray) -> float:
+    """Piper's normalization factor: full scale over the peak, the peak counted as at least 0.01."""
+    return MAX_WAV_VALUE / max(_MIN_PEAK, float(np.max(np.abs(audio)))) if audio.size else MAX_WAV_VALUE / _MIN_PEAK
+
+
+def float_to_int16(audio: np.ndarray, gain: float | None = None, volume: float = 1.0) -> np.ndarray:
+    """Model output → int16 as Piper does it: scale, clip to ±32767, truncate toward zero.
+
+    ``gain`` defaults to :func:`peak_gain` of ``audio`` itself (Piper normalizes every
+    model call to full scale); a split voice passes the gain it chose for the whole
+    sentence so chunk joins stay continuous. ``volume`` scales after normalization.
+    """
+    x = np.asarray(audio, dtype=np.float32)
+    scaled = x * np.float32(peak_gain(x) if gain is None else gain)
+    if volume != 1.0:
+        scaled = scaled * np.float32(volume)
+    return np.clip(scaled, -MAX_WAV_VALUE, MAX_WAV_VALUE).astype(np.int16)
+
+
+def wav_to_chunk(data: bytes) -> AudioChunk:
+    """A WAV file's bytes (hermes ``playBytes``) as one mono chunk; AudioError if it is not a usable WAV.
+
+    Any layout :func:`~voiced.audio.wav.read_wav` reads is accepted; channels are averaged.
+    """
+    # read_wav parses files; a private temporary file keeps one WAV parser in the code base.
+    fd, name = tempfile.mkstemp(suffix=".wav", prefix="voiced-play-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        samples, rate = read_wav(name)
+    finally:
+        os.unlink(name)
+    mono = to_mono(samples)
+    pcm = np.clip(np.round(mono * 32768.0), -32768, 32767).astype(np.int16)
+    return AudioChunk(pcm, rate)

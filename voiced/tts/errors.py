@@ -1,0 +1,11 @@
+"""The error text-to-speech raises for text it cannot speak (model and device errors reuse voiced.errors)."""
+
+from __future__ import annotations
+
+from voiced.errors import VoicedError
+
+__all__ = ["TextError"]
+
+
+class TextError(VoicedError):
+    """The text is empty, too long, or has nothing speakable in it; the message says which."""
