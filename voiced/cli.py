@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     from voiced.models.cli import add_parser as add_models_parser
+    from voiced.tts.cli import add_say_parser
 
     add_models_parser(sub)
+    add_say_parser(sub)
 
     p = sub.add_parser("transcribe", help="transcribe WAV files",
                        description="Transcribe WAV files (any rate, channels, 16/24/32-bit int or float).")
@@ -115,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
     b.add_argument("--idle-seconds", type=float, default=20.0)
     b.set_defaults(func=cmd_bench_service)
+    from voiced.bench_tts import add_bench_tts_parser
+
+    add_bench_tts_parser(bsub)
     return parser
 
 
