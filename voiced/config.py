@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from voiced.asr.search import SearchMethod
+from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
-from voiced.cloud.config import CloudConfig
 from voiced.llm.config import LlmConfig
 from voiced.mqtt.client import MqttConfig
+from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 
 __all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection"]
@@ -114,6 +115,26 @@ class IntentsSection:
 
 
 @dataclass(frozen=True)
+class TtsSection:
+    voice: Path | None = None
+    """Piper voice: voice.onnx (with voice.onnx.json beside it) or a split encoder/decoder folder; unset: silent."""
+    max_text_chars: int = 5000
+    """Longer hermes/tts/say texts are refused (answered with sayFinished, nothing spoken)."""
+    tail_ms: int = 300
+    """After speaking, the microphone stays muted this long (echo and device latency)."""
+    max_pending: int = 16
+    """Requests queued behind the one playing; more are refused."""
+
+    def __post_init__(self) -> None:
+        if self.max_text_chars < 1:
+            raise ConfigError("max_text_chars", f"must be >= 1, got {self.max_text_chars}")
+        if not 0 <= self.tail_ms <= 10_000:
+            raise ConfigError("tail_ms", f"must be within 0..10000, got {self.tail_ms}")
+        if self.max_pending < 1:
+            raise ConfigError("max_pending", f"must be >= 1, got {self.max_pending}")
+
+
+@dataclass(frozen=True)
 class HardwareSection:
     profile: str = "auto"
     """``pi-zero-2w``, ``pi3``, ``pi4``, ``pi5``, ``x86-64``, a profile TOML path, or ``auto`` (from the device tree)."""
@@ -153,6 +174,8 @@ class Config:
     hardware: HardwareSection = field(default_factory=HardwareSection)
     llm: LlmConfig = field(default_factory=LlmConfig)
     cloud: CloudConfig = field(default_factory=CloudConfig)
+    tts: TtsSection = field(default_factory=TtsSection)
+    playback: PlaybackConfig = field(default_factory=PlaybackConfig)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -163,7 +186,7 @@ class Config:
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
                  "hardware": HardwareSection, "llm": LlmConfig,
-                 "cloud": CloudConfig}
+                 "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
@@ -199,5 +222,6 @@ class Config:
             mqtt=mqtt,
             daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
             llm=self.llm.relative_to(base),
+            tts=replace(self.tts, voice=rel(self.tts.voice)),
             cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
         )

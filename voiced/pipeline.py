@@ -24,22 +24,38 @@ import numpy as np
 
 from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.audio.frames import Windower
-from voiced.audio.source import AudioSource, WavSource, open_source
-from voiced.config import Config
+from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
 from voiced.cloud import CloudRouter
 from voiced.cloud.pool import CloudResult
+from voiced.config import Config
+from voiced.errors import AudioError
 from voiced.intents import Intent, IntentRecognizer
+from voiced.listener import Listener, ListenEvent, ListenEventType
 from voiced.llm import LlmFallback
-from voiced.listener import ListenEvent, ListenEventType, Listener
 from voiced.mqtt import hermes
 from voiced.mqtt.client import MqttClient
-from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state
+from voiced.mqtt.discovery import (
+    Discovery,
+    DiscoveryConfig,
+    intent_event,
+    transcript_state,
+)
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 from voiced.runtime.hardware import OnnxRole, Stage, select_profile
 from voiced.runtime.notify import SystemdNotifier
 from voiced.runtime.onnx import SessionOptions
 from voiced.runtime.supervisor import StageContext, Supervisor
 from voiced.stages import Counters, DropOldestQueue
+from voiced.tts import (
+    AlsaPlayer,
+    PiperVoice,
+    Speaker,
+    SpeakerConfig,
+    SpeechRequest,
+    VoiceSettings,
+)
+from voiced.tts.audio import wav_to_chunk
+from voiced.tts.requests import RequestKind
 from voiced.vad import Endpointer, SileroVad, VadKind, create_detector
 
 __all__ = ["Daemon", "ListenMode"]
@@ -92,6 +108,7 @@ class Daemon:
         self._muted = False
         self._session: hermes.StartListening | None = None  # an open startListening request
         self._utterance_session: str | None = None  # sessionId of the utterance being heard
+        self._speaking = False  # set by the speaker: capture is ignored meanwhile
         self.profile = select_profile(config.hardware.profile)
         self.notifier = notifier or SystemdNotifier()
         self.supervisor = Supervisor(notifier=self.notifier, status=self.status_line)
@@ -139,6 +156,12 @@ class Daemon:
         if cfg.vad.kind is VadKind.SILERO:
             self.silero = SileroVad.load(cfg.vad.model, self.profile.session_options(OnnxRole.VAD))
         self.listener = self._new_listener()
+        self.speaker: Speaker | None = None
+        if cfg.tts.voice is not None:
+            voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
+                session=self.profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars))
+            self.speaker = Speaker(voice, AlsaPlayer(cfg.playback), SpeakerConfig(cfg.tts.tail_ms, cfg.tts.max_pending),
+                                   on_speaking=self._on_speaking, on_finished=self._on_spoken)
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -163,6 +186,9 @@ class Daemon:
         c.subscribe(hermes.Topic.STOP_LISTENING, self._on_stop_listening)
         c.subscribe(hermes.Topic.ASR_TOGGLE_ON, self._on_toggle)
         c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
+        if self.speaker is not None:
+            c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
+            c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
         c.connect()
         self.source.open()
         p, sup = self.profile, self.supervisor
@@ -170,6 +196,9 @@ class Daemon:
         sup.add_stage(Stage.LISTEN, self._listen, p.cpus(Stage.LISTEN))
         sup.add_stage(Stage.INTENT, self._intent, p.cpus(Stage.INTENT))
         sup.add_stage("stats", self._stats, p.cpus(Stage.INTENT))
+        if self.speaker is not None:
+            speaker = self.speaker
+            sup.add_stage(Stage.SPEAK, lambda ctx: speaker.run(ctx.stop, ctx.beat), p.cpus(Stage.SPEAK))
         sup.start()
         if self.llm is not None:
             self.llm.start()  # loads in the background, never delaying READY
@@ -180,6 +209,8 @@ class Daemon:
         self.source.stop()
         clean = self.supervisor.stop(timeout * 0.6)
         self.source.close()
+        if self.speaker is not None:
+            self.speaker.close(timeout * 0.2)
         if self.llm is not None:
             self.llm.close()
         self.cloud.close()
@@ -211,6 +242,10 @@ class Daemon:
         windower = Windower(self.config.audio.window_frames)
         # A file not paced to the clock goes as fast as the pipeline: wait for room, drop nothing.
         block = isinstance(self.source, WavSource) and not self.config.audio.realtime
+        if isinstance(self.source, NullSource):  # no audio at all: idle, yet alive for the watchdog
+            while not ctx.wait(POLL_S):
+                ctx.beat()
+            return
         end = 0.0
         for chunk in self.source.chunks():
             ctx.beat()
@@ -239,7 +274,8 @@ class Daemon:
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
                 expected = None
-            elif self._muted:
+            elif self._muted or self._speaking:
+                # half-duplex: while we speak (and a tail after) the microphone hears ourselves
                 self.counters.add("windows_muted")
                 continue
             else:
@@ -427,6 +463,44 @@ class Daemon:
         if hermes.for_site(toggle, self.site_id):
             self._muted = not toggle.enabled
             log.info("ASR %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+
+    # -- speech out (hermes/tts/say, playBytes) ---------------------------------------------
+
+    def _on_say(self, topic: str, payload: bytes) -> None:
+        say = hermes.parse_tts_say(payload)
+        if hermes.for_site(say, self.site_id) and self.speaker is not None:
+            # bad text is not an exception: the request finishes FAILED and still gets sayFinished
+            self.speaker.say(say.text, volume=say.volume if say.volume is not None else 1.0, request_id=say.id, tag=say)
+
+    def _on_play_bytes(self, topic: str, payload: bytes) -> None:
+        site_request = hermes.site_and_request_from_play_bytes(topic)
+        if site_request is None or self.speaker is None:
+            return
+        site, request_id = site_request
+        try:
+            chunk = wav_to_chunk(payload)
+        except AudioError as exc:
+            log.warning("playBytes %s: %s", request_id, exc)
+            self.counters.add("malformed_play_bytes")
+            msg = hermes.play_finished(site, request_id)
+            self.client.publish(msg.topic, msg.json())
+            return
+        self.speaker.play(chunk, request_id=request_id)
+
+    def _on_spoken(self, request: SpeechRequest) -> None:
+        """On the speak thread: answer every request, spoken or not."""
+        if request.kind is RequestKind.SAY:
+            session = getattr(request.tag, "session_id", None)
+            msg = hermes.say_finished(self.site_id, request.id, session)
+        else:
+            msg = hermes.play_finished(self.site_id, request.id)
+        self.client.publish(msg.topic, msg.json())
+        self.counters.add(f"spoken_{request.result.outcome.value}" if request.result else "spoken")
+
+    def _on_speaking(self, speaking: bool) -> None:
+        self._speaking = speaking
+        self.client.publish(self.discovery.topics.speaking, "ON" if speaking else "OFF", retain=True)
 
 
 def _word_tokens(ev: ListenEvent) -> list[hermes.AsrToken]:

@@ -112,6 +112,10 @@ def test_nlu_query_yields_intent_and_survives_garbage(tmp_path, broker, subscrib
     last = json.loads(stats.payloads()[-1])
     assert last["mqtt"]["dropped_oversized"] >= 1
     assert last["counters"]["queries"] >= 2
+    # with no audio source at all, every stage still beats: the watchdog must not see a stall
+    time.sleep(1.0)
+    for info in daemon.supervisor.stages():
+        assert info.heartbeat_age_s < 0.9 and not info.stalled, info
 
 
 def test_discovery_configs_are_retained_valid_json(tmp_path, broker, subscriber_factory, running) -> None:
@@ -314,3 +318,68 @@ def test_black_holed_cloud_never_holds_up_local_results(
         assert stats["state"] != "up"
     finally:
         hole.stop()
+
+
+# -- speech out ----------------------------------------------------------------------------------
+
+
+def test_tts_say_is_played_on_the_alsa_device_and_answered(tmp_path, broker, subscriber_factory) -> None:
+    """voiced run as a process, speaker = the ALSA file plugin: the device gets exactly the voice's audio."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import piper_phonemize
+
+    from tests.audio.test_alsa import _alsa_conf, needs_alsa  # noqa: F401
+    from tests.tts.test_playback import playback_pcm
+    from tests.tts.voicegen import decode_id_audio, espeak_config, make_voice
+
+    if _alsa_conf() is None:
+        pytest.skip("libasound's alsa.conf not found")
+    voice = make_voice(tmp_path / "voice", espeak_config(sample_rate=16000), "ids")
+    out = tmp_path / "speaker.raw"
+    (tmp_path / "asoundrc").write_text(playback_pcm("spk", out))
+    (tmp_path / "intents.yaml").write_text(TEMPLATES)
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[vad]
+kind = "energy"
+[intents]
+templates = ["intents.yaml"]
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+[tts]
+voice = "{voice}"
+[playback]
+device = "spk"
+""")
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    log = open(tmp_path / "voiced.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "run", "--config", str(tmp_path / "voiced.toml")],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        sub = subscriber_factory(broker, "#")
+        answered_probe(broker, sub)
+        text = "Hello there. The 3 lights are on!"
+        query(broker, {"text": text, "siteId": "kitchen", "id": "say-1", "sessionId": "s-9"}, "hermes/tts/say")
+        sub.wait_for(lambda ms: any(t == "hermes/tts/sayFinished" for t, _, _ in ms), "sayFinished")
+        [done] = [json.loads(p) for p in sub.payloads("hermes/tts/sayFinished")]
+        assert done["id"] == "say-1" and done["sessionId"] == "s-9" and done["siteId"] == "kitchen"
+        pcm = np.frombuffer(out.read_bytes(), np.int16)
+        heard = [d.ids for d in decode_id_audio(pcm)]
+        phonemes = piper_phonemize.phonemize_espeak(text, "en-us")
+        assert heard == [piper_phonemize.phoneme_ids_espeak(p) for p in phonemes]
+        speaking = [p for t, p, _ in sub.messages if t.endswith("/speaking")]
+        assert b"ON" in speaking and speaking[-1] == b"OFF" or sub.wait_for(
+            lambda ms: [p for t, p, _ in ms if t.endswith("/speaking")][-1:] == [b"OFF"], "speaking OFF") is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
