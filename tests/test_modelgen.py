@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from tests.modelgen.transducer import make_tokens, make_transducer
-from tests.reference import model_files, read_wav, sherpa_cli, sherpa_greedy, sherpa_modified_beam, sherpa_text
+from tests.reference import (
+    model_files,
+    read_wav,
+    sherpa_cli,
+    sherpa_greedy,
+    sherpa_modified_beam,
+    sherpa_text,
+)
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")

@@ -39,7 +39,8 @@ def read_toml(path: Path, key: str) -> dict[str, Any]:
 def section_from_dict(cls: type[T], data: Mapping[str, Any], prefix: str, source: str | None = None) -> T:
     """Build dataclass ``cls`` from ``data``; ``prefix`` is the TOML table name used in errors."""
     if not isinstance(data, Mapping):
-        raise ConfigError(prefix, f"must be a table, got {type(data).__name__}", source)
+        raise ConfigError(prefix or "config", f"must be a table, got {type(data).__name__}", source)
+    dot = f"{prefix}." if prefix else ""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs: dict[str, Any] = {}
@@ -47,15 +48,15 @@ def section_from_dict(cls: type[T], data: Mapping[str, Any], prefix: str, source
         name = key.replace("-", "_")
         if name not in fields:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"{prefix}.{key}", f"unknown key (known: {known})", source)
-        kwargs[name] = _convert(value, hints[name], f"{prefix}.{key}", source)
+            raise ConfigError(f"{dot}{key}", f"unknown key (known: {known})", source)
+        kwargs[name] = _convert(value, hints[name], f"{dot}{key}", source)
     try:
         return cls(**kwargs)
     except ConfigError as exc:
-        key = exc.key if "." in exc.key else f"{prefix}.{exc.key}"
+        key = exc.key if "." in exc.key else f"{dot}{exc.key}"
         raise ConfigError(key, exc.problem, exc.source or source) from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(prefix, str(exc), source) from None
+        raise ConfigError(prefix or "config", str(exc), source) from None
 
 
 def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
@@ -92,7 +93,7 @@ def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(key, f"must be an integer, got {value!r}", source)
+            raise ConfigError(key, f"must be an integer (a whole number), got {value!r}", source)
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -51,8 +51,8 @@ import numpy as np
 import pytest
 import soxr
 
-from voiced.audio.frames import SAMPLE_RATE
 from voiced.audio.alsa import AlsaCaptureConfig, AlsaSource
+from voiced.audio.frames import SAMPLE_RATE
 from voiced.audio.source import NullSource, WavSource, open_source
 from voiced.errors import AudioError, ConfigError
 from voiced.runtime.backoff import BackoffPolicy

@@ -10,13 +10,11 @@ import email.parser
 import email.policy
 import io
 import json
-import random
 import shutil
 import socket
 import ssl
 import subprocess
 import threading
-import time
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from tests.support import TIMEOUT, free_port
 from voiced.cloud import CloudConfig, CloudRouter, IntentCatalog
 from voiced.runtime.backoff import BackoffPolicy
 
-TIMEOUT = 20.0
 """Generous: how long to wait for something that must happen."""
 HOLD_S = 30.0
 """How long a slow handler holds its answer unless released: far beyond every budget here."""
@@ -53,30 +51,6 @@ TEMPLATES = [
 ]
 
 
-def free_port() -> int:
-    """A free loopback port outside the ephemeral range, so a client retrying a closed port
-    can never be handed that very port as its own (TCP simultaneous open)."""
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999
-    candidates = [p for p in range(10000, 65000) if not low <= p <= high]
-    for port in random.sample(candidates, 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 class Mode(Enum):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import TIMEOUT, wait_until
 from voiced.cloud import CloudErrorKind, Prober, ProbeStatus
 from voiced.cloud.access import CloudAccess
 from voiced.cloud.probe import MAX_PROBE_THREADS
@@ -16,13 +17,11 @@ from voiced.cloud.probe import MAX_PROBE_THREADS
 from .conftest import (
     KEY,
     SHORT,
-    TIMEOUT,
     BlackHole,
     Certs,
     FakeCloud,
     Mode,
     cloud_config,
-    wait_until,
 )
 
 

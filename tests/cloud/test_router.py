@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.support import free_port, wait_until
 from voiced.cloud import (
     BreakerState,
     CloudConfig,
@@ -32,8 +33,6 @@ from .conftest import (
     Certs,
     FakeCloud,
     Mode,
-    free_port,
-    wait_until,
 )
 
 TEXT = "could you put the kitchen light on"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import random
 import shutil
 import signal
 import socket
@@ -20,6 +19,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from tests.support import TIMEOUT, free_port
 from voiced.mqtt.client import MqttClient, MqttConfig
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 from voiced.runtime.backoff import BackoffPolicy
@@ -27,40 +27,11 @@ from voiced.runtime.backoff import BackoffPolicy
 MOSQUITTO = shutil.which("mosquitto") or next(
     (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None
 )
-TIMEOUT = 20.0
 """Generous: how long to wait for something that must happen."""
 FAST = BackoffPolicy(initial=0.02, maximum=0.2, factor=2.0, jitter=0.1)
 """Reconnect quickly in tests."""
 
 
-def free_port() -> int:
-    """A free loopback port outside the ephemeral range.
-
-    Not from the ephemeral range: a client retrying a closed port of that range can be
-    given that very port as its own local port and connect to itself (TCP simultaneous
-    open), which then keeps the broker from binding it again.
-    """
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999
-    candidates = [p for p in range(10000, 65000) if not low <= p <= high]
-    for port in random.sample(candidates, 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port outside the ephemeral range")
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 class Broker:

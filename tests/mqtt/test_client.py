@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import wait_until
 from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 from voiced.mqtt.client import MqttClient, MqttConfig
 from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 
-from .conftest import Broker, Gate, Subscriber, raw_publish, wait_until
+from .conftest import Broker, Gate, Subscriber, raw_publish
 
 REPO = Path(__file__).resolve().parents[2]
 AVAILABILITY = "voiced/test/availability"

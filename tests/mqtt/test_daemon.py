@@ -14,7 +14,8 @@ from rhasspyhermes.asr import AsrTextCaptured
 from rhasspyhermes.nlu import NluIntent, NluIntentNotRecognized
 
 from tests.modelgen.transducer import make_transducer
-from tests.mqtt.conftest import Broker, Gate, wait_until
+from tests.mqtt.conftest import Broker, Gate
+from tests.support import wait_until
 from voiced.audio.wav import read_wav, write_wav
 from voiced.config import Config
 from voiced.pipeline import Daemon
@@ -199,9 +200,9 @@ def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker, s
 def test_spoken_command_becomes_an_intent(tmp_path, broker, subscriber_factory, running, speech, asr_model,
                                           models) -> None:
     """Audio → VAD → ASR → hassil → hermes/intent, with a template made from what this model hears."""
+    from voiced.asr.recognizer import Recognizer, RecognizerConfig
     from voiced.audio.source import WavSource
     from voiced.listener import Listener, ListenEventType
-    from voiced.asr.recognizer import Recognizer, RecognizerConfig
     from voiced.vad import VadKind, build_endpointer
 
     wav = speech / "hifitts_6097_5min" / "audio" / UTTERANCES[2]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support import wait_until
 from voiced.errors import ConfigError
 from voiced.intents import Intent, Slot, SlotKind
 from voiced.mqtt.client import MqttClient
@@ -20,7 +21,7 @@ from voiced.mqtt.discovery import (
     transcript_state,
 )
 
-from .conftest import Broker, Subscriber, raw_publish, wait_until
+from .conftest import Broker, Subscriber, raw_publish
 
 AVAILABILITY = "voiced/test/availability"
 INTENTS = ["HassTurnOn", "HassTurnOff", "HassLightSet"]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-TIMEOUT = 20.0
+from tests.support import TIMEOUT
+
 """Generous: how long to wait for something that must happen."""
 
 
@@ -70,10 +71,3 @@ def notify_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[NotifySocket]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT, what: str = "condition") -> None:
-    """Poll ``predicate`` until true; fail after ``timeout`` (a bound, never an assertion on speed)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not reached within {timeout} s")
-        time.sleep(0.005)

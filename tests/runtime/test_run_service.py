@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import NotifySocket, wait_until
+from tests.runtime.conftest import NotifySocket
+from tests.support import wait_until
 from voiced.runtime.affinity import thread_cpus
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.runtime.conftest import TIMEOUT, NotifySocket, assignments, wait_until
+from tests.runtime.conftest import NotifySocket, assignments
+from tests.support import TIMEOUT, wait_until
 from voiced.errors import ConfigError
 from voiced.runtime.backoff import BackoffPolicy
 from voiced.runtime.notify import SystemdNotifier, WatchdogConfig

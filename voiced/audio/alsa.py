@@ -11,7 +11,7 @@ import errno
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from voiced.audio.frames import FRAME_MS, SAMPLE_RATE
 from voiced.audio.resample import StreamingResampler, to_mono
 from voiced.audio.source import AudioSource, describe_layout
+from voiced.configfile import section_from_dict
 from voiced.errors import AudioError, ConfigError
 from voiced.runtime.backoff import Backoff, BackoffPolicy
 
@@ -70,19 +71,7 @@ class AlsaCaptureConfig:
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None,
                   prefix: str = "audio.capture") -> AlsaCaptureConfig:
         """Build from a TOML table; errors name ``prefix.key`` and ``source`` (the file)."""
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(f"{prefix}.{key}", f"unknown key; known: {', '.join(sorted(known))}", source)
-        kwargs = dict(data)
-        try:
-            if isinstance(kwargs.get("backoff"), Mapping):
-                kwargs["backoff"] = BackoffPolicy(**kwargs["backoff"])
-            return cls(**kwargs)
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}.{e.key}", e.problem, source) from None
-        except TypeError as e:  # unknown backoff keys
-            raise ConfigError(f"{prefix}.backoff", str(e), source) from None
+        return section_from_dict(cls, data, prefix, source)
 
 
 def _is_int(value: object) -> bool:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 
 __all__ = ["PlaybackConfig", "PlaybackOutcome", "PlaybackResult", "PlaybackStats"]
@@ -65,14 +66,7 @@ class PlaybackConfig:
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None,
                   prefix: str = "audio.playback") -> PlaybackConfig:
         """Build from a TOML table; errors name ``prefix.key`` and ``source`` (the file)."""
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(f"{prefix}.{key}", f"unknown key; known: {', '.join(sorted(known))}", source)
-        try:
-            return cls(**dict(data))
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}.{e.key}", e.problem, source) from None
+        return section_from_dict(cls, data, prefix, source)
 
 
 class PlaybackOutcome(Enum):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 from voiced.tts.audio import AudioChunk
 from voiced.tts.config import SynthesisOptions
@@ -34,14 +35,7 @@ class SpeakerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None, prefix: str = "tts") -> SpeakerConfig:
         """Build from a TOML table; errors name ``prefix.key`` and ``source``."""
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(f"{prefix}.{key}", f"unknown key; known: {', '.join(sorted(known))}", source)
-        try:
-            return cls(**dict(data))
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}.{e.key}", e.problem, source) from None
+        return section_from_dict(cls, data, prefix, source)
 
 
 class RequestKind(Enum):

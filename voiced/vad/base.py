@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from voiced.audio.frames import FRAME_SAMPLES, Window
-from voiced.errors import ConfigError
 
-__all__ = ["SpeechDetector", "VadKind", "config_from_dict", "frame_count"]
+__all__ = ["SpeechDetector", "VadKind", "frame_count"]
 
 T = TypeVar("T")
 
@@ -51,38 +47,3 @@ def frame_count(n_samples: int) -> int:
     return -(-n_samples // FRAME_SAMPLES)
 
 
-def config_from_dict(cls: type[T], data: Mapping[str, Any], source: str | None = None, section: str = "") -> T:
-    """Build the frozen config dataclass ``cls`` from a TOML-like mapping.
-
-    Unknown keys and values of the wrong type raise ConfigError naming ``section.key`` and
-    ``source``; range checks are the dataclass's own ``__post_init__``.
-    """
-    prefix = f"{section}." if section else ""
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in fields:
-            raise ConfigError(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(fields))})", source)
-        kwargs[key] = _coerce(fields[key].type, value, f"{prefix}{key}", source)
-    try:
-        return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{prefix}{exc.key}", exc.problem, source) from None
-
-
-def _coerce(annotation: object, value: Any, key: str, source: str | None) -> Any:
-    # Annotations are strings here (postponed evaluation); the configs use only these three.
-    kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise ConfigError(key, f"must be true or false, got {value!r}", source)
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(key, f"must be a number, got {value!r}", source)
-    if kind == "int":
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(key, f"must be a whole number, got {value!r}", source)
-        return int(value)
-    if not math.isfinite(value):
-        raise ConfigError(key, f"must be finite, got {value!r}", source)
-    return float(value)

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from voiced.audio.frames import FRAME_MS, FRAME_SAMPLES, SAMPLE_RATE, Window
+from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
-from voiced.vad.base import SpeechDetector, config_from_dict, frame_count
+from voiced.vad.base import SpeechDetector, frame_count
 
 __all__ = ["EndReason", "EndpointConfig", "Endpointer", "VadEvent", "VadEventKind"]
 
@@ -126,7 +127,7 @@ class EndpointConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None, section: str = "") -> EndpointConfig:
         """Build from a TOML table; errors name the key (prefixed with ``section``) and ``source``."""
-        return config_from_dict(cls, data, source, section)
+        return section_from_dict(cls, data, section, source)
 
 
 class _State(Enum):

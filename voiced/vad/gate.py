@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from voiced.audio.frames import FRAME_MS, FRAME_SAMPLES, Window
+from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
-from voiced.vad.base import config_from_dict, frame_count
+from voiced.vad.base import frame_count
 
 __all__ = ["SILENCE_DB", "EnergyGate", "EnergyGateConfig", "frame_levels_db"]
 
@@ -76,7 +77,7 @@ class EnergyGateConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None, section: str = "") -> EnergyGateConfig:
         """Build from a TOML table; errors name the key (prefixed with ``section``) and ``source``."""
-        return config_from_dict(cls, data, source, section)
+        return section_from_dict(cls, data, section, source)
 
 
 def frame_levels_db(samples: np.ndarray) -> np.ndarray:
