@@ -98,10 +98,10 @@ class DoctorOptions:
 def run_doctor(config_path: str | Path | None = None,
                options: DoctorOptions | None = None) -> tuple[list[str], int]:
     """Run every check; the report's lines and the exit code (1 when something is broken)."""
-    checks = run_checks(config_path, options)
+    config, loaded = _load_config(config_path)
+    checks = run_checks(config_path, options, loaded=(config, loaded))
     lines = [line for check in checks for line in check.lines()]
-    config = _load_config(config_path)[0]
-    if config is not None and hasattr(config, "cloud"):
+    if config is not None:
         from voiced.cloud import doctor_lines
 
         lines += doctor_lines(config.cloud)  # optional: it warns, never fails
@@ -111,9 +111,12 @@ def run_doctor(config_path: str | Path | None = None,
     return lines, 1 if failed else 0
 
 
-def run_checks(config_path: str | Path | None = None, options: DoctorOptions | None = None) -> list[Check]:
+def run_checks(config_path: str | Path | None = None, options: DoctorOptions | None = None,
+               loaded: tuple[Any, list[Check]] | None = None) -> list[Check]:
+    """Every check; ``loaded`` is what ``_load_config(config_path)`` gave, when the caller has it."""
     options = options or DoctorOptions()
-    config, checks = _load_config(config_path)
+    config, checks = loaded if loaded is not None else _load_config(config_path)
+    checks = list(checks)
     if config is not None:
         where = str(config.path) if getattr(config, "path", None) else "the config file"
         checks += _check_capture(config.audio, where)
