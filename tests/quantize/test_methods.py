@@ -15,7 +15,7 @@ from quantize.calibration import split
 from quantize.cli import EXIT_BELOW_THRESHOLD, EXIT_ERROR, EXIT_OK, main
 from quantize.graph import describe, load_onnx
 from quantize.methods import choose_method, unfuse_gemm
-from quantize.options import Kind, Method, QuantizeOptions
+from quantize.options import Kind, Method, PerChannel, QuantizeOptions
 from quantize.progress import set_quiet
 from quantize.tool import quantize_model
 from tests.quantize.graphs import (
@@ -234,3 +234,16 @@ def test_a_file_not_written_by_us_is_not_replaced_without_force(graphs, tmp_path
     report = quantize_model(graphs["mlp"], output=published, options=QuantizeOptions(overwrite=True))
     assert "NOT VALIDATED" in report.summary() and report.to_dict()["validated"] is False
     quantize_model(graphs["mlp"], output=published)  # ours now (manifest beside it): replaced freely
+
+
+def test_quantizing_again_with_other_options_replaces_file_and_manifest(graphs, tmp_path) -> None:
+    """The old manifest must not make the new output unloadable while it is being validated."""
+    out = tmp_path / "mlp.int8.onnx"
+    first = quantize_model(graphs["mlp"], output=out, kind=Kind.NPZ, npz=graphs["mlp_npz"])
+    first_sha = Manifest.load(manifest_path(out)).sha256
+    again = quantize_model(graphs["mlp"], output=out, kind=Kind.NPZ, npz=graphs["mlp_npz"],
+                           options=QuantizeOptions(per_channel=PerChannel.OFF))
+    assert first.passed and again.passed
+    manifest = Manifest.load(manifest_path(out))
+    assert manifest.sha256 != first_sha and verify_model_file(out).trust is Trust.VERIFIED
+    assert manifest.quantization["parameters"]["per_channel"] is False
