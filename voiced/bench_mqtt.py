@@ -73,7 +73,8 @@ class _Listener:
 
 
 def _outbox_rate(port: int, workdir: Path, n: int, listener: _Listener) -> dict[str, float]:
-    from voiced.mqtt.client import MqttClient, MqttConfig
+    from voiced.mqtt.client import MqttClient
+    from voiced.mqtt.config import MqttConfig
     from voiced.mqtt.outbox import Outbox, OutboxConfig
 
     client = MqttClient(MqttConfig(host="127.0.0.1", port=port, client_id="bench-outbox"),

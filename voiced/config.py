@@ -16,7 +16,7 @@ from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
 from voiced.llm.config import LlmConfig
-from voiced.mqtt.client import MqttConfig
+from voiced.mqtt.config import MqttConfig
 from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 

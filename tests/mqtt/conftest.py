@@ -20,7 +20,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.support import TIMEOUT, free_port
-from voiced.mqtt.client import MqttClient, MqttConfig
+from voiced.mqtt.client import MqttClient
+from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 from voiced.runtime.backoff import BackoffPolicy
 

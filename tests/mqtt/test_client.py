@@ -17,7 +17,8 @@ import pytest
 from tests.support import wait_until
 from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
-from voiced.mqtt.client import MqttClient, MqttConfig
+from voiced.mqtt.client import MqttClient
+from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 
@@ -193,7 +194,8 @@ def test_outbox_survives_the_process_and_a_new_client_delivers_the_rest(
     broker = broker_factory(start=False)
     db = tmp_path / "state" / "outbox.sqlite"
     script = textwrap.dedent(f"""
-        from voiced.mqtt.client import MqttClient, MqttConfig
+        from voiced.mqtt.client import MqttClient
+        from voiced.mqtt.config import MqttConfig
         from voiced.mqtt.outbox import Outbox, OutboxConfig
         from voiced.runtime.backoff import BackoffPolicy
         client = MqttClient(
@@ -242,7 +244,8 @@ def test_last_will_says_offline_when_the_client_dies(
     sub = subscriber_factory(broker, "lwt/#")
     script = textwrap.dedent(f"""
         import threading
-        from voiced.mqtt.client import MqttClient, MqttConfig
+        from voiced.mqtt.client import MqttClient
+        from voiced.mqtt.config import MqttConfig
         from voiced.mqtt.outbox import Outbox, OutboxConfig
         client = MqttClient(
             MqttConfig(host="127.0.0.1", port={broker.port}, availability_topic="lwt/availability"),

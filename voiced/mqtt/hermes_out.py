@@ -1,0 +1,229 @@
+"""Outgoing Hermes messages: what voiced publishes, as topic and JSON object.
+
+The payloads are exactly what ``rhasspyhermes`` reads (camelCase keys, ``siteId`` and
+``sessionId`` on everything); numbers must be finite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from voiced.intents import Intent, SlotKind
+from voiced.mqtt.hermes_topics import Topic, intent_topic, play_finished_topic
+
+__all__ = [
+    "AsrToken", "HermesMessage", "TerminationReason", "intent_not_recognized", "nlu_intent",
+    "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
+    "text_captured", "tokens_from_text",
+]
+
+
+class TerminationReason(StrEnum):
+    """Why a dialogue session ended (``termination.reason`` of sessionEnded)."""
+
+    NOMINAL = "nominal"
+    ABORTED_BY_USER = "abortedByUser"
+    INTENT_NOT_RECOGNIZED = "intentNotRecognized"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class HermesMessage:
+    """An outgoing message: its topic and its JSON object."""
+
+    topic: str
+    payload: Mapping[str, Any]
+
+    def json(self) -> bytes:
+        """The payload as compact UTF-8 JSON (NaN and infinities are refused)."""
+        return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class AsrToken:
+    """One recognized word (Rhasspy's ``asrTokens`` entry)."""
+
+    value: str
+    confidence: float
+    range_start: int
+    """Index of the token's first character in the transcript."""
+    range_end: int
+    """Index just after its last character."""
+    start_time: float | None = None
+    """Stream time of the token's start, in seconds, when the recognizer knows it."""
+    end_time: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        time = None
+        if self.start_time is not None and self.end_time is not None:
+            time = {"start": _num(self.start_time), "end": _num(self.end_time)}
+        return {
+            "value": self.value,
+            "confidence": _num(self.confidence),
+            "rangeStart": self.range_start,
+            "rangeEnd": self.range_end,
+            "time": time,
+        }
+
+
+def tokens_from_text(text: str, confidence: float = 1.0) -> list[AsrToken]:
+    """One token per whitespace-separated word of ``text``, with its character range."""
+    tokens, pos = [], 0
+    for word in text.split():
+        start = text.index(word, pos)
+        pos = start + len(word)
+        tokens.append(AsrToken(word, confidence, start, pos))
+    return tokens
+
+
+def _num(x: float) -> float:
+    value = float(x)
+    if not math.isfinite(value):
+        raise ValueError(f"{x!r} is not a finite number")
+    return value
+
+
+def _hypotheses(tokens: Sequence[AsrToken] | None, text: str, confidence: float) -> list[list[dict[str, Any]]]:
+    # Rhasspy's asrTokens is a list of hypotheses, each a list of tokens; we have one.
+    chosen = tokens if tokens is not None else tokens_from_text(text, confidence)
+    return [[t.to_dict() for t in chosen]]
+
+
+def text_captured(
+    text: str,
+    likelihood: float,
+    seconds: float,
+    site_id: str,
+    session_id: str | None = None,
+    wakeword_id: str | None = None,
+    tokens: Sequence[AsrToken] | None = None,
+    lang: str | None = None,
+) -> HermesMessage:
+    """``hermes/asr/textCaptured``: a final transcript. ``tokens`` default to the words of ``text``."""
+    payload = {
+        "text": text,
+        "likelihood": _num(likelihood),
+        "seconds": _num(seconds),
+        "siteId": site_id,
+        "sessionId": session_id,
+        "wakewordId": wakeword_id,
+        "asrTokens": _hypotheses(tokens, text, likelihood),
+        "lang": lang,
+    }
+    return HermesMessage(Topic.TEXT_CAPTURED, payload)
+
+
+def partial_text_captured(
+    text: str,
+    likelihood: float,
+    seconds: float,
+    site_id: str,
+    session_id: str | None = None,
+    wakeword_id: str | None = None,
+    tokens: Sequence[AsrToken] | None = None,
+    lang: str | None = None,
+) -> HermesMessage:
+    """``hermes/asr/partialTextCaptured``: the transcript so far, with textCaptured's fields."""
+    final = text_captured(text, likelihood, seconds, site_id, session_id, wakeword_id, tokens, lang)
+    return HermesMessage(Topic.PARTIAL_TEXT_CAPTURED, final.payload)
+
+
+# Rhasspy's kinds: text values are "Unknown", numbers "Number".
+_HERMES_KIND = {SlotKind.NUMBER: "Number"}
+
+
+def nlu_intent(
+    intent: Intent,
+    site_id: str,
+    session_id: str | None = None,
+    request_id: str | None = None,
+    custom_data: str | None = None,
+    asr_tokens: Sequence[AsrToken] | None = None,
+    asr_confidence: float | None = None,
+    wakeword_id: str | None = None,
+    lang: str | None = None,
+) -> HermesMessage:
+    """``hermes/intent/<intentName>`` for a recognized intent.
+
+    ``request_id`` is the ``id`` of the nlu/query being answered, if any; ``asr_tokens``
+    default to the words of the intent's text.
+    """
+    slots = []
+    for s in intent.slots:
+        span = None
+        if s.start is not None and s.end is not None:
+            span = {"start": s.start, "end": s.end, "rawStart": s.start, "rawEnd": s.end}
+        slots.append(
+            {
+                "entity": s.entity,
+                "slotName": s.name,
+                "rawValue": s.raw_value,
+                "value": {"kind": _HERMES_KIND.get(s.kind, "Unknown"), "value": s.value},
+                "range": span,
+                "confidence": _num(intent.confidence),
+            }
+        )
+    payload = {
+        "input": intent.text,
+        "intent": {"intentName": intent.name, "confidenceScore": _num(intent.confidence)},
+        "slots": slots,
+        "siteId": site_id,
+        "sessionId": session_id,
+        "id": request_id,
+        "customData": custom_data,
+        "asrTokens": _hypotheses(asr_tokens, intent.text, 1.0 if asr_confidence is None else asr_confidence),
+        "asrConfidence": None if asr_confidence is None else _num(asr_confidence),
+        "rawInput": intent.text,
+        "wakewordId": wakeword_id,
+        "lang": lang,
+    }
+    return HermesMessage(intent_topic(intent.name), payload)
+
+
+def intent_not_recognized(
+    text: str,
+    site_id: str,
+    session_id: str | None = None,
+    request_id: str | None = None,
+    custom_data: str | None = None,
+) -> HermesMessage:
+    """``hermes/nlu/intentNotRecognized``."""
+    payload = {"input": text, "siteId": site_id, "sessionId": session_id, "id": request_id, "customData": custom_data}
+    return HermesMessage(Topic.INTENT_NOT_RECOGNIZED, payload)
+
+
+def session_started(
+    site_id: str, session_id: str, custom_data: str | None = None, lang: str | None = None
+) -> HermesMessage:
+    """``hermes/dialogueManager/sessionStarted``."""
+    payload = {"siteId": site_id, "sessionId": session_id, "customData": custom_data, "lang": lang}
+    return HermesMessage(Topic.SESSION_STARTED, payload)
+
+
+def session_ended(
+    site_id: str, session_id: str, reason: TerminationReason, custom_data: str | None = None
+) -> HermesMessage:
+    """``hermes/dialogueManager/sessionEnded`` with ``termination.reason``."""
+    payload = {
+        "termination": {"reason": TerminationReason(reason).value},
+        "siteId": site_id,
+        "sessionId": session_id,
+        "customData": custom_data,
+    }
+    return HermesMessage(Topic.SESSION_ENDED, payload)
+
+
+def say_finished(site_id: str, request_id: str | None = None, session_id: str | None = None) -> HermesMessage:
+    """``hermes/tts/sayFinished``: answers a tts/say, echoing its ``id``."""
+    return HermesMessage(Topic.TTS_SAY_FINISHED, {"siteId": site_id, "id": request_id, "sessionId": session_id})
+
+
+def play_finished(site_id: str, request_id: str | None = None, session_id: str | None = None) -> HermesMessage:
+    """``hermes/audioServer/<siteId>/playFinished``: answers a playBytes, echoing its request id."""
+    return HermesMessage(play_finished_topic(site_id), {"id": request_id, "siteId": site_id, "sessionId": session_id})
