@@ -329,3 +329,35 @@ def test_modified_beam_search_and_hotwords(model_dir: Path, speech_files: list[P
     hotword = f"{first.strip()} {second.strip()}"
     biased = sherpa_modified_beam(model_dir, samples, hotwords=[hotword], hotwords_score=3.0)
     assert any(biased["context_scores"]) and not any(plain["context_scores"])
+
+
+# ---------------------------------------------------------------------------- confident style
+
+
+def test_confident_style_is_a_real_layout_that_sherpa_decodes_as_voiced_does(
+        speech_files: list[Path], tmp_path: Path) -> None:
+    """The confident head (tests/modelgen/confident.py) keeps the export layout: sherpa-onnx loads
+    it and decodes token for token as voiced does; a class just emitted is not emitted again."""
+    from voiced.asr.recognizer import Recognizer
+
+    directory = make_transducer(tmp_path, "zipformer2", seed=3, style="confident",
+                                fit_audio=[speech_files[0]])
+    recognizer = Recognizer.load(directory)
+    emitted = 0
+    for f in speech_files:
+        samples = read_wav(f)
+        stream = recognizer.create_stream()
+        stream.accept_waveform(samples)
+        ours = recognizer.finish(stream)
+        ref = sherpa_greedy(directory, samples, tail_padding_ms=800)
+        assert list(ours.tokens) == ref["tokens"]
+        assert all(a != b for a, b in zip(ours.tokens, ours.tokens[1:]))
+        emitted += len(ours.tokens)
+    assert emitted > 3 * len(speech_files)
+
+
+def test_confident_style_is_for_zipformer2(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="style"):
+        make_transducer(tmp_path, "lstm", style="confident")
+    with pytest.raises(ValueError, match="style"):
+        make_transducer(tmp_path, "zipformer2", style="peaked")

@@ -40,12 +40,15 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.modelgen.confident import CONFIDENT, ConfidentHead, decoder_graph, encoder_head, fit_head, joiner_weights
 
 __all__ = ["make_transducer", "make_tokens", "ZIPFORMER2_SIZES", "LSTM_SIZES"]
 
@@ -255,17 +258,22 @@ class _Graph:
         return model
 
 
-def _front_end(g: _Graph, x: str, kernel: int, width: int) -> tuple[str, str]:
+def _front_end(g: _Graph, x: str, kernel: int, width: int, smooth: bool = False) -> tuple[str, str]:
     """Features -> (stride-4 conv [N, T', width], window silence [N, T', 1]).
 
     The conv sees the spectral shape (log-mel minus its per-frame mean, which a change of
     recording level leaves alone) plus a little of the level. Silence is how far the window's
-    mean log-mel lies below about -13 (digital silence is -15.9).
+    mean log-mel lies below about -13 (digital silence is -15.9). ``smooth``: each filter is a
+    spectral pattern under a Hann window in time, so outputs change slowly from frame to frame.
     """
     xn = g.op("Mul", [g.op("Add", [x, g.f32(7.0)]), g.f32(0.25)])  # log-mel ~[-16, 5] -> ~[-2.2, 3]
     level = g.op("ReduceMean", [xn], axes=[-1])  # [N, T, 1]
     shape = g.op("Add", [g.op("Sub", [xn, level]), g.op("Mul", [level, g.f32(0.3)])])
-    w = g.randn((width, FEATURE_DIM, kernel), 1 / math.sqrt(FEATURE_DIM * kernel))
+    if smooth:
+        window = np.hanning(kernel + 2)[1:-1]
+        w = (g.randn((width, FEATURE_DIM, 1), 1 / math.sqrt(FEATURE_DIM)) * window / np.linalg.norm(window)).astype(np.float32)
+    else:
+        w = g.randn((width, FEATURE_DIM, kernel), 1 / math.sqrt(FEATURE_DIM * kernel))
     conv = g.op(
         "Conv", [g.op("Transpose", [shape], perm=[0, 2, 1]), g.const(w), g.const(g.randn(width, 0.1))], strides=[4]
     )
@@ -350,7 +358,7 @@ def _zipformer2_states(size: Zipformer2Size) -> list[_State]:
     return states + [_State(0, "embed_states", ["N", 128, 3, ((FEATURE_DIM - 1) // 2 - 1) // 2], "NCTF")]
 
 
-def _zipformer2_encoder(rng: np.random.Generator, size: Zipformer2Size) -> onnx.ModelProto:
+def _zipformer2_encoder(rng: np.random.Generator, size: Zipformer2Size, head: ConfidentHead | None = None) -> onnx.ModelProto:
     g, H = _Graph(rng), size.hidden
     t_out = size.decode_chunk_len // 4
     states = _zipformer2_states(size)
@@ -376,8 +384,9 @@ def _zipformer2_encoder(rng: np.random.Generator, size: Zipformer2Size) -> onnx.
         fresh = g.op("Tanh", [g.op("Add", [fresh, old])])
         new[st.name] = fresh if k == steps else g.op("Concat", [g.slice(canon[st.name], k, steps, 1), fresh], axis=1)
 
-    front, silence = _front_end(g, x, size.T - 4 * (t_out - 1), H)
+    front, silence = _front_end(g, x, size.T - 4 * (t_out - 1), H, smooth=head is not None)
     h = g.norm(front)
+    ffn_scale = head.ffn_scale if head else 1.0
     # processed_lens (50 Hz frames seen so far) enters as a saturating ramp and slow oscillations.
     p = g.op("Unsqueeze", [g.op("Cast", [processed], to=TensorProto.FLOAT), g.i64([1])])
     phase = g.op("Mul", [p, g.f32([2 * np.pi / np.array([112.0, 400.0, 1000.0, 3000.0])])])
@@ -390,10 +399,11 @@ def _zipformer2_encoder(rng: np.random.Generator, size: Zipformer2Size) -> onnx.
         ctx = g.op("Sum", [summary(st) for st in mine] + (extra if layer == 0 else []))
         u = g.norm(g.op("Add", [h, g.op("Unsqueeze", [ctx, g.i64([1])])]))
         hidden = g.op("Relu", [g.linear(u, g.randn((H, size.ffn), math.sqrt(2 / H)), g.randn(size.ffn, 0.1))])
-        h = g.op("Add", [h, g.linear(hidden, g.randn((size.ffn, H), 0.7 / math.sqrt(size.ffn)))])
+        h = g.op("Add", [h, g.linear(hidden, g.randn((size.ffn, H), ffn_scale * 0.7 / math.sqrt(size.ffn)))])
         for st in mine:
             update(st, h)
-    g.output(_encoder_proj(g, h, silence, H, size.joiner_dim), "encoder_out", ["N", t_out, size.joiner_dim])
+    out = encoder_head(g, head, h, silence, H, size.joiner_dim) if head else _encoder_proj(g, h, silence, H, size.joiner_dim)
+    g.output(out, "encoder_out", ["N", t_out, size.joiner_dim])
     for st in states:
         g.output(st.from_canonical(g, new[st.name]), f"new_{st.name}", st.shape)
     g.output(
@@ -480,7 +490,8 @@ def _joiner_weights(rng: np.random.Generator, vocab: int, joiner_dim: int) -> tu
     return w, b  # <sos/eos> (id 1) never wins, as in trained models
 
 
-def _decoder(rng: np.random.Generator, joiner_w: np.ndarray, decoder_dim: int) -> onnx.ModelProto:
+def _decoder(rng: np.random.Generator, joiner_w: np.ndarray, decoder_dim: int, head: ConfidentHead | None = None
+             ) -> onnx.ModelProto:
     """icefall's stateless decoder: embedding, depthwise conv over the context, ReLU, projection.
 
     A second embedding of the newest token, pointing away from that token's joiner vector,
@@ -488,6 +499,9 @@ def _decoder(rng: np.random.Generator, joiner_w: np.ndarray, decoder_dim: int) -
     """
     joiner_dim, vocab = joiner_w.shape
     g = _Graph(rng)
+    if head:
+        g.output(decoder_graph(g, head, joiner_w, decoder_dim, CONTEXT_SIZE), "decoder_out", ["N", joiner_dim])
+        return g.model({"context_size": CONTEXT_SIZE, "vocab_size": vocab})
     y = g.input("y", ["N", CONTEXT_SIZE], TensorProto.INT64)
     keep = g.op("Cast", [g.op("GreaterOrEqual", [y, g.i64(0)])], to=TensorProto.FLOAT)  # [N, context]
     ids = g.op("Max", [y, g.i64(0)])
@@ -518,32 +532,43 @@ def _joiner(joiner_w: np.ndarray, joiner_b: np.ndarray) -> onnx.ModelProto:
 # ---------------------------------------------------------------------------- entry points
 
 
-def make_transducer(out_dir: str | Path, kind: str, *, seed: int = 0, size: str = "test", int8: bool = False) -> Path:
+def make_transducer(out_dir: str | Path, kind: str, *, seed: int = 0, size: str = "test", int8: bool = False,
+                    style: str = "random", fit_audio: Sequence[str | Path] = ()) -> Path:
     """Write a random-weight streaming transducer of ``kind`` ("zipformer2" or "lstm") to ``out_dir``.
 
     ``size="test"`` is tiny (generation and decoding take milliseconds); ``size="bench"`` costs
-    per chunk about what a ~20M-parameter streaming model costs. With ``int8=True`` the
+    per chunk about what a ~20M-parameter streaming model costs. ``style="confident"``
+    (zipformer2 only) decides with the margins of a trained model (see confident.py); with
+    ``fit_audio`` its class head is fitted to those recordings. With ``int8=True`` the
     ``*.int8.onnx`` files are written too, quantized as icefall does (dynamic, QInt8 weights;
     MatMul in encoder and joiner, MatMul and Gather in the decoder). Returns ``out_dir``.
     """
     if kind not in ("zipformer2", "lstm"):
         raise ValueError(f"kind must be 'zipformer2' or 'lstm', got {kind!r}")
+    if style not in ("random", "confident") or (style == "confident" and kind != "zipformer2"):
+        raise ValueError(f"style must be 'random', or 'confident' for a zipformer2; got {style!r} for {kind!r}")
+    head = CONFIDENT if style == "confident" else None
     sizes = ZIPFORMER2_SIZES if kind == "zipformer2" else LSTM_SIZES
     if size not in sizes:
         raise ValueError(f"size must be one of {sorted(sizes)}, got {size!r}")
     cfg, out, tokens = sizes[size], Path(out_dir), make_tokens()
     out.mkdir(parents=True, exist_ok=True)
     enc_rng, dec_rng, join_rng = (np.random.default_rng([seed, k]) for k in range(3))
-    joiner_w, joiner_b = _joiner_weights(join_rng, len(tokens), cfg.joiner_dim)
+    if head:
+        joiner_w, joiner_b = joiner_weights(join_rng, head, len(tokens), cfg.joiner_dim)
+    else:
+        joiner_w, joiner_b = _joiner_weights(join_rng, len(tokens), cfg.joiner_dim)
     models = {
-        "encoder": (_zipformer2_encoder if kind == "zipformer2" else _lstm_encoder)(enc_rng, cfg),
-        "decoder": _decoder(dec_rng, joiner_w, cfg.decoder_dim),
+        "encoder": _zipformer2_encoder(enc_rng, cfg, head) if kind == "zipformer2" else _lstm_encoder(enc_rng, cfg),
+        "decoder": _decoder(dec_rng, joiner_w, cfg.decoder_dim, head),
         "joiner": _joiner(joiner_w, joiner_b),
     }
     for name, model in models.items():
         onnx.checker.check_model(model, full_check=True)
         onnx.save(model, str(out / f"{name}.onnx"))
     _write_tokens(out, tokens)
+    if head and fit_audio:
+        fit_head(out, fit_audio, head, seed)
     if int8:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -569,8 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=["test", "bench"], default="test")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--int8", action="store_true", help="also write *.int8.onnx")
+    parser.add_argument("--style", choices=["random", "confident"], default="random",
+                        help="confident: decisions with a trained model's margins (zipformer2)")
+    parser.add_argument("--fit-audio", action="append", type=Path, default=[],
+                        help="WAV files/directories to fit the confident head on (repeatable)")
     args = parser.parse_args(argv)
-    print(make_transducer(args.out_dir, args.kind, seed=args.seed, size=args.size, int8=args.int8))
+    print(make_transducer(args.out_dir, args.kind, seed=args.seed, size=args.size, int8=args.int8,
+                          style=args.style, fit_audio=args.fit_audio))
     return 0
 
 
