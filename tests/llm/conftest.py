@@ -9,6 +9,8 @@ import pytest
 from tests.test_intents import LIGHTS, LISTS
 from voiced.intents import IntentRecognizer
 from voiced.llm.catalog import IntentCatalog
+from voiced.llm.config import Provider
+from voiced.llm.runtime import LoadedModel, open_model
 
 BUILD_DEPS = ("onnxruntime_genai", "transformers", "torch", "tokenizers", "onnx_ir")
 
@@ -21,6 +23,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.llm.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("llm") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def loaded(tiny_model: Path) -> LoadedModel:
+    """The tiny model opened in this process, on the CPU with one thread."""
+    return open_model(tiny_model, Provider.CPU, threads=1)
 
 
 @pytest.fixture(scope="session")

@@ -92,6 +92,22 @@ def test_unmatched_utterances_get_a_valid_llm_intent_or_none(tiny_model: Path, r
     assert llm.counts().keys() <= {"intent", "none"}
 
 
+def test_the_prefix_cache_changes_nothing_but_what_the_worker_processes(tiny_model: Path,
+                                                                        recognizer: IntentRecognizer) -> None:
+    llms = [LlmFallback.from_recognizer(LlmConfig(model=tiny_model, max_new_tokens=200, threads=1, prefix_cache=on),
+                                        recognizer) for on in (True, False)]
+    texts = ["turn on the kitchen light", "lamp off please", "set the bedroom lights to 40 percent"]
+    try:
+        cached, fresh = ([llm.answer(t, ROOMY_S) for t in texts] for llm in llms)
+        assert [llm.worker.info.prefix_cache if llm.worker.info else None for llm in llms] == [True, False]
+    finally:
+        for llm in llms:
+            llm.close()
+    assert [(a.outcome, a.raw, a.intent) for a in cached] == [(a.outcome, a.raw, a.intent) for a in fresh]
+    assert [a.cached_tokens > 0 for a in cached] == [False, True, True]
+    assert all(a.cached_tokens == 0 for a in fresh)
+
+
 def test_the_intent_filter_limits_the_answers(ready: LlmFallback) -> None:
     for _ in range(3):
         answer = ready.answer("switch it off", ROOMY_S, intent_filter=["HassTurnOff"])

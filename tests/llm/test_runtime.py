@@ -16,6 +16,7 @@ import pytest
 from voiced.errors import ModelError
 from voiced.llm.catalog import IntentCatalog
 from voiced.llm.config import Provider
+from voiced.llm.prefix import PrefixCache
 from voiced.llm.prompt import build_prompt
 from voiced.llm.runtime import Finish, Job, LoadedModel, open_model, run_generation
 from voiced.llm.schema import AnswerKind, answer_schema, parse_answer
@@ -26,11 +27,6 @@ UTTERANCES = (
     "turn the big lamp in the living room off",
     "what is the weather tomorrow",
 )
-
-
-@pytest.fixture(scope="module")
-def loaded(tiny_model: Path) -> LoadedModel:
-    return open_model(tiny_model, Provider.CPU, threads=1)
 
 
 def _job(catalog: IntentCatalog, text: str, *, guided: bool = True, temperature: float = 0.0,
@@ -73,12 +69,15 @@ def test_a_folder_without_genai_config_is_a_model_error(tmp_path: Path) -> None:
         open_model(tmp_path)
 
 
-def test_guided_answers_always_validate_even_from_random_weights(loaded: LoadedModel, catalog: IntentCatalog) -> None:
+@pytest.mark.parametrize("cached", [False, True], ids=["fresh", "prefix-cache"])
+def test_guided_answers_always_validate_even_from_random_weights(loaded: LoadedModel, catalog: IntentCatalog,
+                                                                 cached: bool) -> None:
+    cache = PrefixCache(loaded) if cached else None
     kinds = []
     streamed: list[int] = []
     for text, temperature in itertools.product(UTTERANCES, (0.0, 1.0, 2.0, 2.0, 2.0)):
         streamed.clear()
-        end = run_generation(loaded, _job(catalog, text, temperature=temperature), lambda: False, streamed.append)
+        end = run_generation(loaded, _job(catalog, text, temperature=temperature), lambda: False, streamed.append, cache)
         assert end.finish is Finish.EOS, end
         parsed = parse_answer(end.text, catalog, text)
         assert parsed.kind is not AnswerKind.INVALID, (end.text, parsed.problem)

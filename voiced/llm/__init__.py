@@ -6,8 +6,9 @@
 
 Modules: ``config`` ([llm] section), ``catalog`` (templates → intents, slots, values),
 ``prompt``, ``schema`` (answer schema and its check), ``runtime`` (onnxruntime-genai:
-providers, guided generation; worker process only), ``worker`` (the process and the
-budget), ``fallback`` (all of it behind ``recognize``).
+providers, guided generation; worker process only), ``prefix`` (the processed prompt kept
+between requests), ``worker`` (the process and the budget), ``fallback`` (all of it behind
+``recognize``).
 """
 
 from voiced.llm.catalog import IntentCatalog

@@ -46,6 +46,8 @@ class LlmConfig:
     """ONNX Runtime intra-op threads; unset: half the CPUs voiced may use, at least 1."""
     provider: Provider = Provider.AUTO
     """``auto`` (CUDA → DirectML → CPU), ``cpu``, ``cuda`` or ``dml``; a GPU that fails falls back to the CPU."""
+    prefix_cache: bool = True
+    """Keep the processed prompt and reuse the start the next prompt shares (the intents): same answers, sooner."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_new_tokens <= 4096:

@@ -85,6 +85,8 @@ class LlmAnswer:
     """Time the caller waited."""
     prompt_tokens: int = 0
     """Prompt length (0 when the worker did not report)."""
+    cached_tokens: int = 0
+    """Prompt tokens the worker did not process again (prefix cache)."""
     prefill_s: float = 0.0
     """Worker time from the request to the first generated token."""
     decode_s: float = 0.0
@@ -99,7 +101,8 @@ class LlmFallback:
             raise ConfigError("llm.model", "the LLM fallback needs a model folder")
         self.config = config
         self._catalog = catalog
-        self.worker = LlmWorker(WorkerSettings(config.model, config.provider, config.resolved_threads()))
+        self.worker = LlmWorker(WorkerSettings(config.model, config.provider, config.resolved_threads(),
+                                               config.prefix_cache))
         self._counts: Counter[LlmOutcome] = Counter()
         self._counts_lock = threading.Lock()
 
@@ -168,7 +171,8 @@ class LlmFallback:
         end = generation.end
         base = LlmAnswer(
             LlmOutcome.INVALID, raw=generation.text, tokens=len(generation.tokens), elapsed_s=generation.elapsed_s,
-            prompt_tokens=end.prompt_tokens if end else 0, prefill_s=end.prefill_s if end else 0.0,
+            prompt_tokens=end.prompt_tokens if end else 0, cached_tokens=end.cached_tokens if end else 0,
+            prefill_s=end.prefill_s if end else 0.0,
             decode_s=end.decode_s if end else 0.0,
         )
         if generation.finish in _FROM_FINISH:

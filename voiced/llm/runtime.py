@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voiced.errors import ModelError
 from voiced.llm.config import Provider
@@ -24,7 +24,10 @@ from voiced.llm.prompt import Prompt
 if TYPE_CHECKING:
     import onnxruntime_genai as og
 
-__all__ = ["Finish", "GenerationEnd", "Job", "LoadedModel", "ProviderChoice", "open_model", "read_genai_config", "run_generation"]
+    from voiced.llm.prefix import PrefixCache
+
+__all__ = ["Decoder", "Finish", "GenerationEnd", "Job", "LoadedModel", "ProviderChoice", "genai", "open_model",
+           "read_genai_config", "run_generation", "search_params"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,8 @@ class GenerationEnd:
     tokens: int = 0
     """Tokens generated (end-of-sequence not counted)."""
     prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens not processed again: the prefix cache still held them from the previous request."""
     prefill_s: float = 0.0
     """Prompt processing up to the first generated token."""
     decode_s: float = 0.0
@@ -127,7 +132,8 @@ def read_genai_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def _genai() -> Any:
+def genai() -> Any:
+    """The onnxruntime_genai module, imported on first use; ModelError when it is not installed."""
     try:
         import onnxruntime_genai
     except ImportError as exc:
@@ -156,7 +162,7 @@ def open_model(folder: Path, requested: Provider = Provider.AUTO, threads: int =
     A GPU provider absent from the installed package is skipped; one that is present but
     fails (no device, no driver) is skipped too, with the reason kept in ``choice``.
     """
-    og = _genai()
+    og = genai()
     start = time.perf_counter()
     genai_config = read_genai_config(folder)
     skipped: list[tuple[Provider, str]] = []
@@ -217,12 +223,57 @@ def encode_prompt(loaded: LoadedModel, prompt: Prompt) -> Any:
     return loaded.tokenizer.encode(text)
 
 
+class Decoder(Protocol):
+    """Where one generation's tokens come from: a fresh guided Generator, or the prefix cache."""
+
+    reused: int
+    """Leading prompt tokens already processed; ``append`` gets the rest."""
+
+    def append(self, ids: Any) -> None: ...
+
+    def done(self) -> bool: ...
+
+    def next_token(self) -> int: ...
+
+
+class _FreshDecoder:
+    """One Generator for one request: the whole prompt is processed."""
+
+    reused = 0
+
+    def __init__(self, loaded: LoadedModel, job: Job, max_length: int) -> None:
+        self._generator = genai().Generator(loaded.model, search_params(loaded, job, max_length))
+
+    def append(self, ids: Any) -> None:
+        self._generator.append_tokens(ids)
+
+    def done(self) -> bool:
+        return bool(self._generator.is_done())
+
+    def next_token(self) -> int:
+        self._generator.generate_next_token()
+        return int(self._generator.get_next_tokens()[0])
+
+
+def search_params(loaded: LoadedModel, job: Job, max_length: int, **search: Any) -> Any:
+    """GeneratorParams for ``job``: its sampling and guidance; ``search`` overrides further options."""
+    params = genai().GeneratorParams(loaded.model)
+    search = {"max_length": max_length, **search}
+    search.update({"do_sample": True, "temperature": job.temperature} if job.temperature > 0 else {"do_sample": False})
+    params.set_search_options(**search)
+    if job.schema is not None and loaded.guidance:
+        params.set_guidance("json_schema", job.schema)
+    return params
+
+
 def run_generation(loaded: LoadedModel, job: Job, cancelled: Callable[[], bool],
-                   emit: Callable[[int], None] | None = None) -> GenerationEnd:
-    """Generate the answer to ``job``; each new token goes to ``emit``; stops between steps once ``cancelled()``."""
+                   emit: Callable[[int], None] | None = None, cache: PrefixCache | None = None) -> GenerationEnd:
+    """Generate the answer to ``job``; each new token goes to ``emit``; stops between steps once ``cancelled()``.
+
+    With ``cache`` the prompt's start that the previous request shared is not processed again.
+    """
     import numpy as np
 
-    og = _genai()
     start = time.perf_counter()
     ids = np.asarray(encode_prompt(loaded, job.prompt), dtype=np.int32)
     if len(ids) + 1 > loaded.context_length:
@@ -231,25 +282,21 @@ def run_generation(loaded: LoadedModel, job: Job, cancelled: Callable[[], bool],
     tokens: list[int] = []
     first = None
     finish = Finish.MAX_TOKENS
-    generator = None
+    decoder: Decoder | None = None
+    reused = 0
     try:
-        params = og.GeneratorParams(loaded.model)
-        search: dict[str, Any] = {"max_length": min(len(ids) + job.max_new_tokens, loaded.context_length)}
-        search.update({"do_sample": True, "temperature": job.temperature} if job.temperature > 0 else {"do_sample": False})
-        params.set_search_options(**search)
-        if job.schema is not None and loaded.guidance:
-            params.set_guidance("json_schema", job.schema)
-        generator = og.Generator(loaded.model, params)
-        for i in range(0, len(ids), PREFILL_CHUNK):
+        max_new = min(job.max_new_tokens, loaded.context_length - len(ids))
+        decoder = cache.decoder(job, ids, max_new) if cache is not None else _FreshDecoder(loaded, job, len(ids) + max_new)
+        reused = decoder.reused
+        for i in range(reused, len(ids), PREFILL_CHUNK):
             if cancelled():
-                return _end(Finish.CANCELLED, loaded, tokens, ids, start, first)
-            generator.append_tokens(ids[i : i + PREFILL_CHUNK])
-        while not generator.is_done():
+                return _end(Finish.CANCELLED, loaded, tokens, ids, start, first, reused)
+            decoder.append(ids[i : i + PREFILL_CHUNK])
+        while not decoder.done():
             if cancelled():
                 finish = Finish.CANCELLED
                 break
-            generator.generate_next_token()
-            token = int(generator.get_next_tokens()[0])
+            token = decoder.next_token()
             if first is None:
                 first = time.perf_counter()
             if token in loaded.eos:
@@ -260,16 +307,19 @@ def run_generation(loaded: LoadedModel, job: Job, cancelled: Callable[[], bool],
                 emit(token)
     except Exception as exc:  # noqa: BLE001 - a runtime failure ends this request, not the worker
         log.warning("generation failed: %s", exc)
+        if cache is not None:
+            cache.clear()  # its state is unknown now
         return GenerationEnd(Finish.ERROR, prompt_tokens=len(ids), error=str(exc))
     finally:
-        del generator  # frees the KV cache now, not at the next request
-    return _end(finish, loaded, tokens, ids, start, first)
+        del decoder  # frees this request's generator now, not at the next request
+    return _end(finish, loaded, tokens, ids, start, first, reused)
 
 
-def _end(finish: Finish, loaded: LoadedModel, tokens: list[int], ids: Any, start: float, first: float | None) -> GenerationEnd:
+def _end(finish: Finish, loaded: LoadedModel, tokens: list[int], ids: Any, start: float, first: float | None,
+         cached: int) -> GenerationEnd:
     import numpy as np
 
     now = time.perf_counter()
     text = loaded.tokenizer.decode(np.asarray(tokens, dtype=np.int32)) if tokens else ""
     first = first if first is not None else now
-    return GenerationEnd(finish, text, len(tokens), len(ids), prefill_s=first - start, decode_s=now - first)
+    return GenerationEnd(finish, text, len(tokens), len(ids), cached, prefill_s=first - start, decode_s=now - first)

@@ -59,6 +59,8 @@ class WorkerSettings:
     model: Path
     provider: Provider = Provider.AUTO
     threads: int = 1
+    prefix_cache: bool = True
+    """Reuse the processed prompt start between jobs (``voiced.llm.prefix``)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class LoadInfo:
     chat_template: bool
     guidance: bool
     load_s: float
+    prefix_cache: bool = False
+    """Whether jobs reuse the processed prompt start (asked for, and the model's search allows it)."""
 
 
 @dataclass
@@ -256,9 +260,10 @@ class LlmWorker:
 
     def _log_ready(self, info: LoadInfo) -> None:
         choice = info.choice
-        log.info("LLM ready in %.1f s on %s [%s], context %d tokens, %s, guidance %s",
+        log.info("LLM ready in %.1f s on %s [%s], context %d tokens, %s, guidance %s, prefix cache %s",
                  info.load_s, choice.describe(), info.device, info.context_length,
-                 "chat template" if info.chat_template else "plain prompt", "on" if info.guidance else "OFF")
+                 "chat template" if info.chat_template else "plain prompt", "on" if info.guidance else "OFF",
+                 "on" if info.prefix_cache else "off")
         if choice.requested not in (Provider.AUTO, choice.provider):
             log.warning("LLM provider %s was asked for but %s is used", choice.requested.value, choice.provider.value)
         if not info.guidance:
@@ -335,16 +340,18 @@ def serve(fd: int) -> None:
 
 
 def _serve(conn: Connection) -> None:
+    from voiced.llm.prefix import PrefixCache
     from voiced.llm.runtime import open_model, run_generation
 
     settings: WorkerSettings = conn.recv()[1]
     try:
         loaded = open_model(settings.model, settings.provider, settings.threads)
+        cache = PrefixCache.create(loaded) if settings.prefix_cache else None
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which logs it and gives up on the LLM
         conn.send(("failed", str(exc)))
         return
     conn.send(("ready", LoadInfo(loaded.choice, str(loaded.model.device_type), loaded.context_length,
-                                 loaded.chat_template, loaded.guidance, loaded.load_s)))
+                                 loaded.chat_template, loaded.guidance, loaded.load_s, cache is not None)))
     cancelled = _Cancelled(conn)
     while not cancelled.stop:
         msg = conn.recv()
@@ -354,7 +361,7 @@ def _serve(conn: Connection) -> None:
             continue  # a cancel for a job that had already ended
         job: Job = msg[1]
         cancelled.begin(job.id)
-        end = run_generation(loaded, job, cancelled, functools.partial(_send_token, conn, job.id))
+        end = run_generation(loaded, job, cancelled, functools.partial(_send_token, conn, job.id), cache)
         conn.send(("end", job.id, end))
 
 
