@@ -45,7 +45,7 @@ class ConfidentHead:
     """Sound classes, each emitting one token."""
     code_dims: int = 3
     """Joiner channels per class; their rounding errors partly cancel (dithered scales)."""
-    smooth_frames: int = 5
+    smooth_frames: int = 7
     """Class scores averaged over this many output frames of the chunk."""
     temperature: float = 0.3
     """Scale of the fitted scores (distance units) before the softmax: lower = softer code, fewer tokens."""
