@@ -135,9 +135,9 @@ def decoder_graph(g, head: ConfidentHead, joiner_w: np.ndarray, decoder_dim: int
 def fit_head(directory: str | Path, audio: Sequence[str | Path], head: ConfidentHead = CONFIDENT, seed: int = 0) -> int:
     """k-means the encoder's last hidden states of ``audio`` (WAV files or directories) into the
     head's classes and write the centroids into ``encoder.onnx``. Returns the frames used."""
-    from quantize.frontends import load_audio
+    from quantize.calibration import find_audio
+    from quantize.decoding import capture
     from voiced.asr.model import ModelFiles, TransducerModel
-    from voiced.asr.recognizer import Recognizer, RecognizerConfig
     from voiced.runtime.onnx import SessionOptions
 
     directory = Path(directory)
@@ -157,32 +157,17 @@ def fit_head(directory: str | Path, audio: Sequence[str | Path], head: Confident
                                            directory / "joiner.onnx", directory / "tokens.txt"), SessionOptions(threads=1))
     finally:
         logging.disable(previous)
-    frames: list[np.ndarray] = []
-    first_input = model.encoder.get_inputs()[0].name
-
-    def run_encoder(features: np.ndarray, states):  # the model's own call, plus the hidden state
-        feeds = {first_input: features[np.newaxis], **{s.name: v for s, v in zip(model.states, states)}}
-        out = session.run(None, feeds)
-        frames.append(out[-1][0])
-        return out[0][0], out[1:-1]
-
-    model.run_encoder = run_encoder  # type: ignore[method-assign]
-    recognizer = Recognizer(model, RecognizerConfig())
-    files = [p for a in map(Path, audio) for p in (sorted(a.rglob("*.wav")) if a.is_dir() else [a])]
-    for path in files:
-        stream = recognizer.create_stream()
-        stream.accept_waveform(load_audio(path))
-        recognizer.finish(stream)
-    if not frames:
-        raise ValueError(f"no audio to fit the head on: {list(audio)}")
-    centroids = _kmeans(np.concatenate(frames).astype(np.float64), head.classes, np.random.default_rng(seed))
+    # Every encoder call of streaming the audio (features with the states the stream carries).
+    feeds = capture(model, find_audio(audio, "fit_audio"), 1 << 30, "fit the confident head")["encoder"]
+    frames = np.concatenate([session.run(None, f)[-1][0] for f in feeds])
+    centroids = _kmeans(frames.astype(np.float64), head.classes, np.random.default_rng(seed))
     # argmax of x.c - |c|^2/2 is the nearest centroid
     w = (centroids.T * head.temperature).astype(np.float32)
     b = (-(centroids**2).sum(axis=1) / 2 * head.temperature).astype(np.float32)
     weight.CopyFrom(numpy_helper.from_array(w, weight.name))
     bias.CopyFrom(numpy_helper.from_array(b, bias.name))
     onnx.save(encoder, str(directory / "encoder.onnx"))
-    return sum(len(f) for f in frames)
+    return len(frames)
 
 
 def _kmeans(x: np.ndarray, k: int, rng: np.random.Generator, restarts: int = 8) -> np.ndarray:
