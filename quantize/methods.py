@@ -40,6 +40,7 @@ from quantize.graph import (
 )
 from quantize.options import CalibrateMethod, Method, QuantizeOptions
 from voiced.errors import ConfigError, ModelError
+from voiced.models.manifest import manifest_path
 
 __all__ = ["MethodChoice", "choose_method", "preprocess", "quantize_file", "unfuse_gemm"]
 
@@ -126,8 +127,14 @@ def quantize_file(
     options: QuantizeOptions,
     calibration: Sequence[Feeds] = (),
 ) -> dict[str, Any]:
-    """Quantize ``src`` into ``dst`` with ``method``; returns the parameters given to onnxruntime."""
+    """Quantize ``src`` into ``dst`` with ``method``; returns the parameters given to onnxruntime.
+
+    A manifest left beside ``dst`` by an earlier run is removed first: the new file is loaded
+    for validation, and the session factory would refuse it against the old checksum.
+    """
     from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
+
+    manifest_path(dst).unlink(missing_ok=True)
 
     registry = set(IntegerOpsRegistry if method is Method.DYNAMIC else QDQRegistry)
     with tempfile.TemporaryDirectory(prefix="voiced-quantize-") as tmp:

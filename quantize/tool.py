@@ -56,12 +56,6 @@ def check_output(output: Path, options: QuantizeOptions) -> None:
                           " pass --force to replace it, or choose another --output")
 
 
-def discard_manifest(output: Path) -> None:
-    """Remove the manifest of an output about to be replaced: validation loads the new file, and
-    the session factory would refuse it against the old file's checksum."""
-    manifest_path(output).unlink(missing_ok=True)
-
-
 def copy_metadata(source: onnx.ModelProto, output: Path) -> None:
     """Give ``output`` the source's metadata_props (model_type, T, vocab_size … for sherpa-onnx)."""
     if not source.metadata_props:
@@ -149,7 +143,6 @@ def quantize_model(
                 f" {'files given with --validate-audio' if validate_items else 'held-back inputs'}")
         say(f"{source.name}: quantizing ({choice.method.value}) -> {out}")
         out.parent.mkdir(parents=True, exist_ok=True)
-        discard_manifest(out)
         params = quantize_file(pre, out, info, choice.method, options, cal_feeds)
     copy_metadata(model, out)
     params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"

@@ -38,7 +38,7 @@ from quantize.methods import choose_method, preprocess, quantize_file
 from quantize.options import Kind, Method, QuantizeOptions
 from quantize.progress import say
 from quantize.tasks import TaskResult
-from quantize.tool import QUANTIZED_OPS, check_output, copy_metadata, default_output, discard_manifest
+from quantize.tool import QUANTIZED_OPS, check_output, copy_metadata, default_output
 from quantize.validate import Report, SpeedResult, compare_outputs, judge, measure_speed
 from voiced.asr.model import ModelFiles, TransducerModel
 from voiced.errors import ConfigError, ModelError
@@ -169,7 +169,6 @@ def quantize_transducer(
                 if calibration is None:
                     calibration = capture(fp32, cal_items, options.max_calibration, "calibration utterances")
                 feeds = calibration[part]
-            discard_manifest(outputs[part])
             params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
             params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
             copy_metadata(model, outputs[part])
