@@ -92,34 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_listen)
 
-    p = sub.add_parser("bench", help="benchmarks that print JSON figures")
-    bsub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
-    b = bsub.add_parser("asr", help="recognizer speed vs sherpa-onnx on the same model and audio",
-                        description="Real-time factor, per-window p50/p95, first partial, final delay, CPU, RSS;"
-                        " side by side with sherpa-onnx's C++ decoder when it is installed.")
-    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
-    b.add_argument("--threads", type=int, default=1, metavar="N")
-    b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
-    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
-    b.set_defaults(func=cmd_bench_asr)
-    b = bsub.add_parser("mqtt", help="end of speech -> intent on a real broker; outbox throughput",
-                        description="Starts mosquitto on loopback, plays the files through the daemon in real time"
-                        " and times each utterance from the end of its speech to the NLU answer.")
-    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
-    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
-    b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
-    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav", help="one utterance per file")
-    b.set_defaults(func=cmd_bench_mqtt)
-    b = bsub.add_parser("service", help="cold start to READY=1, idle CPU on silence, peak RSS",
-                        description="Runs voiced run under a real NOTIFY_SOCKET with the given models and a"
-                        " real-time source of quiet noise; reads CPU and memory from /proc.")
-    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
-    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
-    b.add_argument("--idle-seconds", type=float, default=20.0)
-    b.set_defaults(func=cmd_bench_service)
-    from voiced.bench_tts import add_bench_tts_parser
+    from voiced.bench.cli import add_bench_parser
 
-    add_bench_tts_parser(bsub)
+    add_bench_parser(sub)
     return parser
 
 
@@ -230,27 +205,6 @@ def cmd_listen(args: argparse.Namespace) -> int:
                 _print_event(ev, True, device=args.device)
             else:  # live, every event is news
                 print(f"{ev.type.value:12s} {ev.start:8.2f} {ev.end:8.2f} {ev.text}", flush=True)
-    return EXIT_OK
-
-
-def cmd_bench_asr(args: argparse.Namespace) -> int:
-    from voiced.bench import bench_asr
-
-    print(json.dumps(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference), indent=2))
-    return EXIT_OK
-
-
-def cmd_bench_mqtt(args: argparse.Namespace) -> int:
-    from voiced.bench_mqtt import bench_mqtt
-
-    print(json.dumps(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages), indent=2))
-    return EXIT_OK
-
-
-def cmd_bench_service(args: argparse.Namespace) -> int:
-    from voiced.bench_service import bench_service
-
-    print(json.dumps(bench_service(args.asr_model, args.vad_model, args.idle_seconds), indent=2))
     return EXIT_OK
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from voiced.bench_cloud import bench_cloud
+from voiced.bench.cloud import bench_cloud
 from voiced.cloud import CloudConfig, doctor_lines
 
 from .conftest import SHORT, BlackHole, FakeCloud, cloud_config

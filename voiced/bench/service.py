@@ -15,23 +15,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from voiced.bench.common import proc_cpu_seconds, proc_peak_rss_mb
 
 __all__ = ["bench_service"]
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
-def _peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
 
 def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) -> dict[str, object]:
     from voiced.audio.wav import write_wav
@@ -75,12 +61,12 @@ state_dir = "state"
             while b"READY=1" not in notify.recv(65536):
                 pass
             ready_ms = (time.monotonic() - t0) * 1000
-            start_cpu = _cpu_seconds(proc.pid)
+            start_cpu = proc_cpu_seconds(proc.pid)
             time.sleep(1.0)  # let the first windows settle
-            cpu0, w0 = _cpu_seconds(proc.pid), time.monotonic()
+            cpu0, w0 = proc_cpu_seconds(proc.pid), time.monotonic()
             time.sleep(idle_seconds)
-            cpu1, w1 = _cpu_seconds(proc.pid), time.monotonic()
-            rss = _peak_rss_mb(proc.pid)
+            cpu1, w1 = proc_cpu_seconds(proc.pid), time.monotonic()
+            rss = proc_peak_rss_mb(proc.pid)
         finally:
             proc.terminate()
             proc.wait(30)

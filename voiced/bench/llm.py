@@ -1,4 +1,4 @@
-"""``python -m voiced.bench_llm --model DIR``: the LLM fallback's time to intent and token rates, as JSON.
+"""``voiced bench llm --model DIR``: the LLM fallback's time to intent and token rates, as JSON.
 
 For each thread count (default 1 and 2) a fresh worker loads the model on the CPU, answers
 one warm-up request (``first_request_ms``: the whole prompt is processed), then each
@@ -13,10 +13,7 @@ built-in set of lighting intents is used. Not a test: nothing here asserts a tim
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -26,8 +23,9 @@ from pathlib import Path
 from voiced.intents import IntentRecognizer
 from voiced.llm.config import LlmConfig, Provider
 from voiced.llm.fallback import LlmAnswer, LlmFallback
+from voiced.bench.common import percentile, proc_peak_rss_mb
 
-__all__ = ["bench_llm", "main"]
+__all__ = ["CACHE_MODES", "TEMPLATES", "UTTERANCES", "bench_llm", "run"]
 
 TEMPLATES = """
 language: en
@@ -91,7 +89,7 @@ def bench_llm(model: Path, recognizer: IntentRecognizer, utterances: Sequence[st
                     "prefix_cache": bool(info and info.prefix_cache),
                     "ready_s": round(ready_s[on], 3),
                     "model_load_s": round(info.load_s, 3) if info else None,
-                    "worker_peak_rss_mb": _peak_rss_mb(llm.worker.pid),
+                    "worker_peak_rss_mb": proc_peak_rss_mb(llm.worker.pid),
                     "first_request_ms": _ms(first[on].elapsed_s),
                     **_figures(answers[on]),
                 })
@@ -127,9 +125,9 @@ def _figures(answers: list[LlmAnswer]) -> dict[str, object]:
     return {
         "time_to_intent_ms": {
             "mean": _ms(statistics.fmean(waits)),
-            "p50": _ms(_percentile(waits, 0.5)),
-            "p90": _ms(_percentile(waits, 0.9)),
-            "p95": _ms(_percentile(waits, 0.95)),
+            "p50": _ms(percentile(waits, 0.5)),
+            "p90": _ms(percentile(waits, 0.9)),
+            "p95": _ms(percentile(waits, 0.95)),
             "max": _ms(waits[-1]),
         },
         "prompt_tokens_mean": round(prompt / len(answers), 1),
@@ -146,55 +144,24 @@ def _ratios(cached: list[LlmAnswer], uncached: list[LlmAnswer]) -> dict[str, flo
     a, b = sorted(x.elapsed_s for x in cached), sorted(x.elapsed_s for x in uncached)
     return {
         "time_to_intent_mean": round(statistics.fmean(a) / statistics.fmean(b), 3),
-        "time_to_intent_p50": round(_percentile(a, 0.5) / _percentile(b, 0.5), 3),
-        "time_to_intent_p95": round(_percentile(a, 0.95) / _percentile(b, 0.95), 3),
+        "time_to_intent_p50": round(percentile(a, 0.5) / percentile(b, 0.5), 3),
+        "time_to_intent_p95": round(percentile(a, 0.95) / percentile(b, 0.95), 3),
         "same_answer_share": sum(x.raw == y.raw for x, y in zip(cached, uncached, strict=True)) / len(cached),
     }
-
-
-def _percentile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def _peak_rss_mb(pid: int | None) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m voiced.bench_llm", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True, help="onnxruntime-genai model folder")
-    parser.add_argument("--templates", nargs="*", help="hassil YAML files or globs (default: built-in lights)")
-    parser.add_argument("--utterance", action="append", dest="utterances", help="text to ask (repeatable)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--prefix-cache", choices=sorted(CACHE_MODES), default="on",
-                        help="reuse the prompt's start between requests; both: compare side by side (default: on)")
-    args = parser.parse_args(argv)
+def run(model: Path, templates: Sequence[str] | None, utterances: Sequence[str] | None, *, threads: Sequence[int],
+        runs: int, max_new_tokens: int, prefix_cache: str) -> dict[str, object]:
+    """``voiced bench llm``: the figures for ``model``, with the built-in lighting templates by default."""
     with tempfile.TemporaryDirectory(prefix="voiced-bench-llm-") as tmp:
-        templates = args.templates
         if not templates:
             path = Path(tmp) / "lights.yaml"
             path.write_text(TEMPLATES, encoding="utf-8")
             templates = [str(path)]
         recognizer = IntentRecognizer.load(templates)
-        utterances = tuple(args.utterances or UTTERANCES)
-        figures = bench_llm(args.model, recognizer, utterances, threads=args.threads, runs=args.runs,
-                            max_new_tokens=args.max_new_tokens, prefix_cache=CACHE_MODES[args.prefix_cache])
-    print(json.dumps(figures, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        return bench_llm(model, recognizer, tuple(utterances or UTTERANCES), threads=threads, runs=runs,
+                         max_new_tokens=max_new_tokens, prefix_cache=CACHE_MODES[prefix_cache])

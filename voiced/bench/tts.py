@@ -17,17 +17,14 @@ a time. Realistic-size voices for machines without real weights:
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
-import statistics
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from voiced.bench.common import cpu_model, median
 
-__all__ = ["TEXTS", "add_bench_tts_parser", "bench_tts", "cmd_bench_tts", "main"]
+__all__ = ["TEXTS", "bench_tts", "bench_voice"]
 
 TEXTS: dict[str, str] = {
     "short": "Turn on the kitchen lights.",
@@ -39,23 +36,6 @@ TEXTS: dict[str, str] = {
              "its cycle overnight, and the front door is locked. Your package from the hardware store should "
              "arrive this afternoon. Have a good day!"),
 }
-
-
-def _median(values: list[float]) -> float:
-    return round(statistics.median(values), 4)
-
-
-def _cpu_model() -> str:
-    fields: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip().lower(), value.strip())
-    except OSError:
-        pass
-    # x86 says "model name"; a Raspberry Pi says "Model" (the board) and "Hardware"
-    return next((fields[k] for k in ("model name", "model", "hardware") if fields.get(k) and not fields[k].isdigit()),
-                platform.processor() or platform.machine())
 
 
 def _streamed(voice: Any, text: str) -> tuple[float, float, float, int]:
@@ -110,8 +90,8 @@ def bench_voice(path: Path, threads: int = 1, repeats: int = 3,
         _one_call(voice, ids)
         runs = [_streamed(voice, text) for _ in range(repeats)]
         calls = [_one_call(voice, ids) for _ in range(repeats)]
-        first, total = _median([r[0] for r in runs]), _median([r[1] for r in runs])
-        audio_s, one_call_s, one_audio_s = runs[0][2], _median([c[0] for c in calls]), calls[0][1]
+        first, total = median([r[0] for r in runs]), median([r[1] for r in runs])
+        audio_s, one_call_s, one_audio_s = runs[0][2], median([c[0] for c in calls]), calls[0][1]
         out["texts"][name] = {
             "chars": len(text),
             "sentences": len(voice.sentences(text)),
@@ -130,35 +110,7 @@ def bench_tts(voices: Sequence[Path], threads: int = 1, repeats: int = 3,
     import onnxruntime
 
     return {
-        "machine": {"cpu": _cpu_model(), "python": platform.python_version(),
+        "machine": {"cpu": cpu_model(), "python": platform.python_version(),
                     "onnxruntime": onnxruntime.__version__, "threads": threads, "repeats": repeats},
         "voices": [bench_voice(Path(v), threads, repeats, texts) for v in voices],
     }
-
-
-def add_bench_tts_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``tts`` to ``voiced bench``'s subparsers."""
-    b = subparsers.add_parser("tts", help="time to first audio and real-time factor of Piper voices",
-                              description="Streamed vs one-call synthesis: time to first audio, RTF. Prints JSON.")
-    b.add_argument("voices", nargs="+", type=Path, metavar="VOICE",
-                   help="voice.onnx, or a folder (one voice, or encoder.onnx + decoder.onnx)")
-    b.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
-    b.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default: %(default)s)")
-    b.set_defaults(func=cmd_bench_tts)
-    return b
-
-
-def cmd_bench_tts(args: argparse.Namespace) -> int:
-    print(json.dumps(bench_tts(args.voices, args.threads, args.repeats), indent=2))
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m voiced.bench_tts VOICE...``."""
-    parser = argparse.ArgumentParser(prog="voiced bench")
-    add_bench_tts_parser(parser.add_subparsers(dest="bench", required=True))
-    return int(cmd_bench_tts(parser.parse_args(["tts", *(sys.argv[1:] if argv is None else argv)])))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

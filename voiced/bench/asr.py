@@ -6,12 +6,9 @@ and audio, sherpa-onnx's C++ decoder (``sherpa-onnx`` from the sherpa-onnx-bin p
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,27 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from voiced.audio.frames import SAMPLE_RATE, Windower
+from voiced.bench.common import measure_process
 
-__all__ = ["bench_asr", "measure_process"]
-
-
-def measure_process(cmd: Sequence[str]) -> dict[str, float]:
-    """Run ``cmd`` to completion; its wall time, CPU seconds (user+sys) and peak RSS."""
-    # stderr goes to a file: a pipe read only after the exit would fill up and block the child
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            err.seek(0)
-            raise RuntimeError(f"{cmd[0]} exited {code}: {err.read().decode(errors='replace')[-2000:]}")
-    return {
-        "wall_s": round(wall, 3),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-    }
+__all__ = ["bench_asr"]
 
 
 def _pct(values: list[float], q: float) -> float:

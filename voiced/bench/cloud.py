@@ -1,4 +1,4 @@
-"""``python -m voiced.bench_cloud``: what the reachability check adds, as JSON.
+"""``voiced bench cloud``: what the reachability check adds, as JSON.
 
 Everything runs on 127.0.0.1: a small OpenAI-compatible server (http, and https with a
 throw-away CA when the ``openssl`` CLI is there), a closed port, and a black hole that
@@ -15,21 +15,18 @@ accepts and never answers. Figures, in milliseconds unless named ``_us``:
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import socket
-import statistics
 import subprocess
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from voiced.bench.common import stats, time_calls
 
-__all__ = ["bench_cloud", "main"]
+__all__ = ["bench_cloud"]
 
 _CHAT = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(
     {"intent": "HassTurnOn", "slots": {"name": "kitchen light"}})}}]}).encode()
@@ -94,21 +91,6 @@ def _certs(workdir: Path) -> tuple[Path, tuple[Path, Path]] | None:
     return workdir / "ca.pem", (workdir / "srv.pem", workdir / "srv.key")
 
 
-def _stats(samples: Sequence[float], scale: float) -> dict[str, float]:
-    s = sorted(x * scale for x in samples)
-    return {"median": round(statistics.median(s), 3), "p95": round(s[min(len(s) - 1, int(len(s) * 0.95))], 3),
-            "max": round(s[-1], 3), "n": len(s)}
-
-
-def _time(fn: Callable[[], Any], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
 def bench_cloud(repeats: int = 20, black_hole_repeats: int = 3, probe_budget_s: float = 2.5) -> dict[str, Any]:
     """Run every measurement; returns the JSON-ready figures."""
     from voiced.cloud import CloudConfig, CloudRouter, IntentCatalog
@@ -128,8 +110,8 @@ def bench_cloud(repeats: int = 20, black_hole_repeats: int = 3, probe_budget_s: 
             up = router(url)
             routers.append(up)
             up.probe()  # first use imports httpx: not part of any figure
-            figures["probe_up_cold"] = _stats(_time(lambda: up.probe(force=True), repeats), 1e3)
-            figures["probe_up_cached_us"] = _stats(_time(lambda: up.probe(force=False), repeats), 1e6)
+            figures["probe_up_cold"] = stats(time_calls(lambda: up.probe(force=True), repeats), 1e3)
+            figures["probe_up_cached_us"] = stats(time_calls(lambda: up.probe(force=False), repeats), 1e6)
 
             certs = _certs(Path(tmp))
             if certs is not None:
@@ -137,10 +119,10 @@ def bench_cloud(repeats: int = 20, black_hole_repeats: int = 3, probe_budget_s: 
                 servers.append(tls_server)
                 tls = router(tls_url, ca_file=certs[0])
                 routers.append(tls)
-                figures["probe_up_cold_https"] = _stats(_time(lambda: tls.probe(force=True), repeats), 1e3)
+                figures["probe_up_cold_https"] = stats(time_calls(lambda: tls.probe(force=True), repeats), 1e3)
 
             done = threading.Event()
-            figures["intent_round_trip"] = _stats(_time(
+            figures["intent_round_trip"] = stats(time_calls(
                 lambda: (done.clear(), up.submit_intent("turn on the kitchen light", lambda r: done.set()),
                          done.wait(10)), repeats), 1e3)
 
@@ -149,16 +131,16 @@ def bench_cloud(repeats: int = 20, black_hole_repeats: int = 3, probe_budget_s: 
                 closed = f"http://127.0.0.1:{s.getsockname()[1]}"
             down = router(closed)
             routers.append(down)
-            figures["probe_down_closed"] = _stats(_time(lambda: down.probe(force=True), repeats), 1e3)
+            figures["probe_down_closed"] = stats(time_calls(lambda: down.probe(force=True), repeats), 1e3)
 
             hole.bind(("127.0.0.1", 0))
             hole.listen(64)  # the kernel completes handshakes; nobody ever reads or answers
             black = router(f"http://127.0.0.1:{hole.getsockname()[1]}", failure_threshold=100)
             routers.append(black)
-            figures["probe_black_holed"] = _stats(_time(lambda: black.probe(force=True), black_hole_repeats), 1e3)
+            figures["probe_black_holed"] = stats(time_calls(lambda: black.probe(force=True), black_hole_repeats), 1e3)
             black.submit_intent("warm-up", lambda r: None)  # the first request starts the cloud threads
-            figures["decision_us"] = _stats(_time(lambda: black.should_use_cloud_intent(None), repeats), 1e6)
-            figures["submit_us"] = _stats(_time(lambda: black.submit_intent("turn on the light", lambda r: None),
+            figures["decision_us"] = stats(time_calls(lambda: black.should_use_cloud_intent(None), repeats), 1e6)
+            figures["submit_us"] = stats(time_calls(lambda: black.submit_intent("turn on the light", lambda r: None),
                                                 min(repeats, 8)), 1e6)
         finally:
             for r in routers:
@@ -168,17 +150,3 @@ def bench_cloud(repeats: int = 20, black_hole_repeats: int = 3, probe_budget_s: 
                 srv.server_close()
             hole.close()
     return figures
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m voiced.bench_cloud", description=__doc__.split("\n")[0])
-    p.add_argument("--repeats", type=int, default=20, help="runs of each fast measurement")
-    p.add_argument("--black-hole-repeats", type=int, default=3, help="runs against the black hole (each = the budget)")
-    p.add_argument("--probe-budget", type=float, default=2.5, help="cloud.probe_budget_s")
-    args = p.parse_args(argv)
-    print(json.dumps(bench_cloud(args.repeats, args.black_hole_repeats, args.probe_budget), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

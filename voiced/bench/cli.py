@@ -1,0 +1,113 @@
+"""``voiced bench …``: one subcommand per benchmark module; each prints JSON on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_bench_parser"]
+
+
+def _print(figures: Any) -> int:
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Add ``bench`` and its subcommands to the top-level subparsers ``sub``."""
+    p = sub.add_parser("bench", help="benchmarks that print JSON figures")
+    bsub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
+
+    b = bsub.add_parser("asr", help="recognizer speed vs sherpa-onnx on the same model and audio",
+                        description="Real-time factor, per-window p50/p95, first partial, final delay, CPU, RSS;"
+                        " side by side with sherpa-onnx's C++ decoder when it is installed.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    b.set_defaults(func=_asr)
+
+    b = bsub.add_parser("mqtt", help="end of speech -> intent on a real broker; outbox throughput",
+                        description="Starts mosquitto on loopback, plays the files through the daemon in real time"
+                        " and times each utterance from the end of its speech to the NLU answer.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
+    b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav", help="one utterance per file")
+    b.set_defaults(func=_mqtt)
+
+    b = bsub.add_parser("service", help="cold start to READY=1, idle CPU on silence, peak RSS",
+                        description="Runs voiced run under a real NOTIFY_SOCKET with the given models and a"
+                        " real-time source of quiet noise; reads CPU and memory from /proc.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
+    b.add_argument("--idle-seconds", type=float, default=20.0)
+    b.set_defaults(func=_service)
+
+    b = bsub.add_parser("tts", help="time to first audio and real-time factor of Piper voices",
+                        description="Streamed vs one-call synthesis: time to first audio, RTF. Prints JSON.")
+    b.add_argument("voices", nargs="+", type=Path, metavar="VOICE",
+                   help="voice.onnx, or a folder (one voice, or encoder.onnx + decoder.onnx)")
+    b.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
+    b.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default: %(default)s)")
+    b.set_defaults(func=_tts)
+
+    b = bsub.add_parser("llm", help="the LLM fallback's time to intent and token rates",
+                        description="A fresh worker per thread count answers each utterance --runs times, exactly"
+                        " as the daemon asks; --prefix-cache both compares the cache on and off side by side.")
+    b.add_argument("--model", type=Path, required=True, help="onnxruntime-genai model folder")
+    b.add_argument("--templates", nargs="*", help="hassil YAML files or globs (default: built-in lights)")
+    b.add_argument("--utterance", action="append", dest="utterances", help="text to ask (repeatable)")
+    b.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    b.add_argument("--runs", type=int, default=3)
+    b.add_argument("--max-new-tokens", type=int, default=64)
+    b.add_argument("--prefix-cache", choices=["both", "off", "on"], default="on",
+                   help="reuse the prompt's start between requests; both: compare side by side (default: on)")
+    b.set_defaults(func=_llm)
+
+    b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
+                        description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
+                        " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
+    b.add_argument("--repeats", type=int, default=20, help="runs of each fast measurement")
+    b.add_argument("--black-hole-repeats", type=int, default=3, help="runs against the black hole (each = the budget)")
+    b.add_argument("--probe-budget", type=float, default=2.5, help="cloud.probe_budget_s")
+    b.set_defaults(func=_cloud)
+
+
+def _asr(args: argparse.Namespace) -> int:
+    from voiced.bench.asr import bench_asr
+
+    return _print(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference))
+
+
+def _mqtt(args: argparse.Namespace) -> int:
+    from voiced.bench.mqtt import bench_mqtt
+
+    return _print(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages))
+
+
+def _service(args: argparse.Namespace) -> int:
+    from voiced.bench.service import bench_service
+
+    return _print(bench_service(args.asr_model, args.vad_model, args.idle_seconds))
+
+
+def _tts(args: argparse.Namespace) -> int:
+    from voiced.bench.tts import bench_tts
+
+    return _print(bench_tts(args.voices, args.threads, args.repeats))
+
+
+def _llm(args: argparse.Namespace) -> int:
+    from voiced.bench.llm import run
+
+    return _print(run(args.model, args.templates, args.utterances, threads=args.threads, runs=args.runs,
+                      max_new_tokens=args.max_new_tokens, prefix_cache=args.prefix_cache))
+
+
+def _cloud(args: argparse.Namespace) -> int:
+    from voiced.bench.cloud import bench_cloud
+
+    return _print(bench_cloud(args.repeats, args.black_hole_repeats, args.probe_budget))

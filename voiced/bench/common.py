@@ -1,0 +1,102 @@
+"""Timing and process figures every benchmark reports the same way. Nothing here asserts a time."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "cpu_model", "machine", "measure_process", "median", "percentile", "proc_cpu_seconds", "proc_peak_rss_mb",
+    "stats", "time_calls",
+]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def measure_process(cmd: Sequence[str]) -> dict[str, float]:
+    """Run ``cmd`` to completion; its wall time, CPU seconds (user+sys) and peak RSS."""
+    # stderr goes to a file: a pipe read only after the exit would fill up and block the child
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"{cmd[0]} exited {code}: {err.read().decode(errors='replace')[-2000:]}")
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of an already sorted sequence."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def median(values: Sequence[float], digits: int = 4) -> float:
+    return round(statistics.median(values), digits)
+
+
+def stats(samples: Sequence[float], scale: float = 1.0) -> dict[str, float]:
+    """Median, p95, max and count of ``samples`` times ``scale`` (1e3: seconds → ms)."""
+    s = sorted(x * scale for x in samples)
+    return {"median": round(statistics.median(s), 3), "p95": round(percentile(s, 0.95), 3),
+            "max": round(s[-1], 3), "n": len(s)}
+
+
+def time_calls(fn: Callable[[], Any], n: int) -> list[float]:
+    """Wall seconds of ``n`` calls of ``fn``."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a live process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_peak_rss_mb(pid: int | None) -> float | None:
+    """Peak resident set (VmHWM) of a live process in MB; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def cpu_model() -> str:
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip().lower(), value.strip())
+    except OSError:
+        pass
+    # x86 says "model name"; a Raspberry Pi says "Model" (the board) and "Hardware"
+    return next((fields[k] for k in ("model name", "model", "hardware") if fields.get(k) and not fields[k].isdigit()),
+                platform.processor() or platform.machine())
+
+
+def machine() -> dict[str, object]:
+    """Where the figures were measured."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "arch": platform.machine(), "date": time.strftime("%Y-%m-%d")}
