@@ -67,7 +67,7 @@ def test_turn_on_the_kitchen_light(recognizer: IntentRecognizer) -> None:
 def test_an_undefined_list_is_a_wildcard_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "lights.yaml").write_text(LIGHTS)
     (tmp_path / "lists.yaml").write_text(LISTS)
-    with caplog.at_level(logging.INFO, logger="voiced.intents"):
+    with caplog.at_level(logging.INFO, logger="voiced"):
         IntentRecognizer.load([tmp_path / "lights.yaml", tmp_path / "lists.yaml"])
     assert sum("{name}" in r.getMessage() for r in caplog.records) == 1
 

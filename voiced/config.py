@@ -15,6 +15,7 @@ from voiced.asr.search import SearchMethod
 from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
+from voiced.intentconfig import IntentsSection
 from voiced.llm.config import LlmConfig
 from voiced.mqtt.config import MqttConfig
 from voiced.tts.playconfig import PlaybackConfig
@@ -100,6 +101,8 @@ class AsrSection:
     """Beam width of modified beam search."""
     hotword_boost: float = 1.5
     """Score bonus per token of a template phrase."""
+    max_hotwords: int = 300
+    """Most phrases boosted: list values (names, areas) first, then your templates' words, then built-in words."""
     tail_padding_ms: int = 800
     """Silence appended at each endpoint before the final result."""
     threads: int | None = None
@@ -107,11 +110,9 @@ class AsrSection:
     partials: bool = False
     """Publish partial transcripts on hermes/asr/partialTextCaptured."""
 
-
-@dataclass(frozen=True)
-class IntentsSection:
-    templates: tuple[str, ...] = ()
-    """hassil YAML files or glob patterns (relative paths are relative to the config file)."""
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_hotwords <= 10_000:
+            raise ConfigError("max_hotwords", f"must be within 0..10000, got {self.max_hotwords}")
 
 
 @dataclass(frozen=True)
@@ -213,12 +214,15 @@ class Config:
         mqtt = self.mqtt
         if "availability_topic" not in mqtt_raw:
             mqtt = replace(mqtt, availability_topic=f"voiced/{self.site.id}/availability")
-        templates = tuple(t if Path(t).is_absolute() else str(base / t) for t in self.intents.templates)
+        def rel_all(paths: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(p if Path(p).is_absolute() else str(base / p) for p in paths)
+
         return replace(
             self,
             vad=replace(self.vad, model=rel(self.vad.model)),
             asr=replace(self.asr, model=rel(self.asr.model)),
-            intents=IntentsSection(templates=templates),
+            intents=replace(self.intents, templates=rel_all(self.intents.templates),
+                            list_files=rel_all(self.intents.list_files)),
             mqtt=mqtt,
             daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
             llm=self.llm.relative_to(base),

@@ -2,8 +2,8 @@
 
 Every config section is a frozen dataclass; :func:`section_from_dict` fills one from a
 table, converting by the field's annotation (bool, int, float, str, Path, Enum, tuples,
-optional values, nested dataclasses) and refusing unknown keys, so a typo is reported
-instead of silently ignored.
+optional values, nested dataclasses, types with a ``from_config`` classmethod) and refusing
+unknown keys, so a typo is reported instead of silently ignored.
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
         return tuple(_convert(v, item, f"{key}[{i}]", source) for i, v in enumerate(value))
     if hint is Any:
         return value
+    if isinstance(hint, type) and callable(getattr(hint, "from_config", None)):
+        # A type that parses its own table (e.g. named lists): from_config(value, key, source).
+        return hint.from_config(value, key, source)
     if dataclasses.is_dataclass(hint):
         return section_from_dict(hint, value, key, source)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):

@@ -16,11 +16,13 @@ Template files are YAML as in Home Assistant's ``intents`` repository::
 A list referenced by a template but defined in no file becomes a wildcard, so
 ``turn on [the] {name}`` works without a list of every device name. Matching ignores
 case and punctuation, since ASR output is often upper-case without punctuation.
+
+Where sentences come from (template files, Home Assistant's built-in set, the config's
+lists) and how they merge is ``voiced.sentences``; this module matches text against them.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,19 +30,24 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from voiced.errors import ConfigError
+from voiced.intentconfig import BuiltinSet, IntentsSection
+from voiced.sentences import DEFAULT_LANGUAGE, USER_SENTENCE, assemble, compile_sentences
+from voiced.sentences import walk as _walk
 
 if TYPE_CHECKING:  # hassil is imported where it is used: nothing heavy at import time
     from hassil import Intents, RecognizeResult
     from hassil.expression import Expression
 
-__all__ = ["Intent", "IntentRecognizer", "IntentSource", "Slot", "SlotKind"]
+__all__ = ["MAX_HOTWORDS", "Intent", "IntentRecognizer", "IntentSource", "Slot", "SlotKind"]
 
 log = logging.getLogger(__name__)
 
-_GLOB_CHARS = frozenset("*?[")
+MAX_HOTWORDS = 300
+"""Default bound of ``IntentRecognizer.hotwords`` (``[asr] max_hotwords``)."""
+
+# Hotword tiers, most telling first.
+_LISTS, _USER, _BUILTIN = 0, 1, 2
 
 
 class IntentSource(Enum):
@@ -116,10 +123,23 @@ class Intent:
 
 
 class IntentRecognizer:
-    """Loaded templates; ``recognize`` is thread-safe (nothing changes after load)."""
+    """Loaded sentences; ``recognize`` is thread-safe (nothing changes after load).
 
-    def __init__(self, intents: Intents, patterns: tuple[str, ...], files: tuple[Path, ...]) -> None:
+    An empty recognizer (``IntentRecognizer.empty()``, or a config with no templates and no
+    built-in set) recognizes nothing: every text is "not recognized", and it has no hotwords.
+    """
+
+    def __init__(self, intents: Intents, patterns: tuple[str, ...], files: tuple[Path, ...], *,
+                 data: Mapping[str, Any] | None = None, section: IntentsSection | None = None,
+                 source: str | None = None, literal_lists: frozenset[str] = frozenset()) -> None:
         self._intents = intents
+        self._literal_lists = literal_lists
+        self._data = data
+        self._section = section or IntentsSection(templates=patterns)
+        self._source = source
+        site_area = self._section.site_area
+        # Home Assistant fills a sentence's missing area from the satellite's area the same way.
+        self._context = {"area": {"value": site_area, "text": site_area}} if site_area else None
         self.patterns = patterns
         """The paths or glob patterns this recognizer was loaded from."""
         self.files = files
@@ -133,39 +153,51 @@ class IntentRecognizer:
         Raises ConfigError naming the file for a missing file, bad YAML, a wrong
         structure, a template that does not parse or an undefined expansion rule.
         """
-        from hassil import Intents, merge_dict
+        if not paths:
+            raise ConfigError("intents", "no template files given")
+        return cls.from_section(IntentsSection(templates=tuple(str(p) for p in paths)))
 
-        patterns = tuple(str(p) for p in paths)
-        files = _expand(patterns)
-        merged: dict[str, Any] = {}
-        for path in files:
-            data = _read_file(path)
-            if "language" in merged and "language" in data and data["language"] != merged["language"]:
-                raise ConfigError("language", f"{data['language']!r} differs from {merged['language']!r}", str(path))
-            merge_dict(merged, data)
-        if "language" not in merged:
-            raise ConfigError("language", "no template file sets the language", ", ".join(map(str, files)))
-        merged.setdefault("intents", {})
-        try:
-            intents = Intents.from_dict(merged)
-            undefined = sorted(_undefined_lists(intents))
-            if undefined:
-                for name in undefined:
-                    log.info("list {%s} is used by templates but defined nowhere: it matches any text", name)
-                lists = dict(merged.get("lists") or {})
-                lists.update({name: {"wildcard": True} for name in undefined})
-                # Rebuilt rather than patched: hassil orders wildcard sentences at construction.
-                intents = Intents.from_dict({**merged, "lists": lists})
-        except ConfigError as exc:
-            raise ConfigError(exc.key, exc.problem, ", ".join(map(str, files))) from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError("intents", f"malformed templates: {exc!r}", ", ".join(map(str, files))) from None
-        log.info("loaded %d intents from %d template files", len(intents.intents), len(files))
-        return cls(intents, patterns, files)
+    @classmethod
+    def from_section(cls, section: IntentsSection, source: str | None = None) -> IntentRecognizer:
+        """The recognizer ``[intents]`` describes: built-in set, template files and lists merged
+        (see ``voiced.sentences``); empty when it names no templates and no built-in set.
+
+        ``source`` is the config file, for messages. Raises ConfigError naming key and file.
+        """
+        if not section.enabled:
+            if section.lists or section.list_files:
+                log.warning("[intents] gives lists but no templates and no builtin set: intents are off")
+            log.info("intents are off: transcripts only, every query is answered intentNotRecognized")
+            return cls.empty(section.language or DEFAULT_LANGUAGE)
+        sentences = assemble(section, source)
+        intents, data = compile_sentences(sentences)
+        log.info("loaded %d intents from %d template files%s", len(intents.intents), len(sentences.files),
+                 f" and the {section.builtin.value} sentences ({sentences.language})"
+                 if section.builtin is not BuiltinSet.NONE else "")
+        return cls(intents, section.templates, sentences.files, data=data, section=section, source=source,
+                   literal_lists=sentences.literal_lists)
+
+    @classmethod
+    def empty(cls, language: str = DEFAULT_LANGUAGE) -> IntentRecognizer:
+        """A recognizer with no intents: recognizes nothing, boosts nothing."""
+        from hassil import Intents
+
+        data = {"language": language, "intents": {}}
+        return cls(Intents.from_dict(data), (), (), data=data, section=IntentsSection(language=language))
 
     def reload(self) -> IntentRecognizer:
-        """Load the same paths again (a new recognizer; this one is unchanged)."""
-        return IntentRecognizer.load(self.patterns)
+        """Load the same section again (a new recognizer; this one is unchanged)."""
+        return IntentRecognizer.from_section(self._section, self._source)
+
+    @property
+    def enabled(self) -> bool:
+        """False for an empty recognizer (intents are off)."""
+        return bool(self._intents.intents)
+
+    @property
+    def builtin(self) -> BuiltinSet:
+        """The built-in sentence set merged under the template files."""
+        return self._section.builtin
 
     @property
     def language(self) -> str:
@@ -178,6 +210,11 @@ class IntentRecognizer:
         return self._intents
 
     @property
+    def data(self) -> Mapping[str, Any]:
+        """The merged hassil document (built-in set, files and lists), e.g. for the cloud's catalog."""
+        return self._data if self._data is not None else {"language": self.language, "intents": {}}
+
+    @property
     def intent_names(self) -> tuple[str, ...]:
         """Every intent the templates can produce, sorted."""
         return tuple(sorted(self._intents.intents))
@@ -186,9 +223,11 @@ class IntentRecognizer:
         """The best matching intent for ``text``, or None when no template matches."""
         from hassil import recognize_best
 
-        if not text.strip():
+        if not text.strip() or not self._intents.intents:
             return None
-        result = recognize_best(text, self._intents)
+        # As Home Assistant's agent: the user's own sentences first, then results with a name.
+        result = recognize_best(text, self._intents, intent_context=self._context,
+                                best_metadata_key=USER_SENTENCE, best_slot_name="name")
         if result is None:
             return None
         return Intent(
@@ -200,34 +239,59 @@ class IntentRecognizer:
         )
 
     def vocabulary(self) -> list[str]:
-        """Words of the templates and phrases of the list values, lower-case, each once.
+        """Words of the templates and phrases of the list values, lower-case, each once."""
+        return [phrase for phrase, _ in self._ranked_phrases()]
 
-        Meant as hotwords for the recognizer: the words the templates expect.
+    def hotwords(self, limit: int = MAX_HOTWORDS) -> list[str]:
+        """At most ``limit`` phrases for the recognizer to boost, the most telling first.
+
+        First the values of the config's lists (names, areas: words only this home uses),
+        then the words and list phrases of the user's templates, then those of the built-in
+        set, the words most of its sentences use first. Boosting every word of hundreds of
+        built-in sentences would favour common words everywhere, hence the bound.
         """
+        ranked = self._ranked_phrases()
+        ranked.sort(key=lambda item: item[1])  # stable: ties keep first-seen order
+        return [phrase for phrase, _ in ranked[:max(0, limit)]]
+
+    def _ranked_phrases(self) -> list[tuple[str, tuple[int, int]]]:
+        """Every phrase once, first-seen order, with its rank key (tier, -uses)."""
         from hassil import TextSlotList
         from hassil.expression import TextChunk
 
-        seen: dict[str, None] = {}
+        literal = self._literal_lists
+        uses: dict[str, int] = {}
+        tier: dict[str, int] = {}
+
+        def add(phrase: str, level: int) -> None:
+            uses[phrase] = uses.get(phrase, 0) + 1
+            tier[phrase] = min(tier.get(phrase, level), level)
+
         rules = self._intents.expansion_rules
         for intent in self._intents.intents.values():
             for data in intent.data:
+                level = _USER if (data.metadata or {}).get(USER_SENTENCE) or self.builtin is BuiltinSet.NONE else _BUILTIN
                 local = {**rules, **data.expansion_rules}
                 for sentence in data.sentences:
-                    for chunk in _text_chunks(sentence.expression, local, set()):
-                        for word in chunk.split():
-                            seen.setdefault(word, None)
-        for slot_list in self._intents.slot_lists.values():
-            if isinstance(slot_list, TextSlotList):
-                for value in slot_list.values:
-                    chunks = list(_text_chunks(value.text_in, rules, set()))
-                    if isinstance(value.text_in, TextChunk):
-                        chunks = [" ".join(chunks)]  # a plain value is one phrase: "living room"
-                    else:
-                        chunks = [w for c in chunks for w in c.split()]  # a template's words, not a fake phrase
-                    for phrase in chunks:
-                        if phrase:
-                            seen.setdefault(phrase, None)
-        return list(seen)
+                    for word in dict.fromkeys(w for chunk in _text_chunks(sentence.expression, local, set())
+                                              for w in chunk.split()):
+                        add(word, level)
+        for name, slot_list in self._intents.slot_lists.items():
+            if not isinstance(slot_list, TextSlotList):
+                continue
+            level = _LISTS if name in literal else _USER if self.builtin is BuiltinSet.NONE else _BUILTIN
+            for value in slot_list.values:
+                chunks = list(_text_chunks(value.text_in, rules, set()))
+                if isinstance(value.text_in, TextChunk):
+                    chunks = [" ".join(chunks)]  # a plain value is one phrase: "living room"
+                else:
+                    chunks = [w for c in chunks for w in c.split()]  # a template's words, not a fake phrase
+                for phrase in chunks:
+                    if phrase:
+                        add(phrase, level)
+        # "s" of "light[s]", "-" of "( |-)": pieces of words, not words worth a boost
+        return [(p, (tier[p], -uses[p] if tier[p] == _BUILTIN else 0)) for p in uses
+                if len(p) > 1 and any(c.isalpha() for c in p)]
 
     def _slots(self, result: RecognizeResult) -> Iterator[Slot]:
         from hassil import RangeSlotList, WildcardSlotList
@@ -255,97 +319,6 @@ class IntentRecognizer:
                 kind = SlotKind.LIST
             yield Slot(e.name, entity, result.original_text[start:end], value, kind, start, end)
         yield from fixed
-
-
-def _expand(patterns: tuple[str, ...]) -> tuple[Path, ...]:
-    if not patterns:
-        raise ConfigError("intents", "no template files given")
-    files: list[Path] = []
-    for pattern in patterns:
-        if _GLOB_CHARS & set(pattern):
-            matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True))
-            if not matches:
-                raise ConfigError("intents", f"no template file matches {pattern}", pattern)
-            files.extend(matches)
-        elif Path(pattern).is_dir():
-            files.extend(sorted(Path(pattern).glob("*.yaml")) + sorted(Path(pattern).glob("*.yml")))
-        elif Path(pattern).is_file():
-            files.append(Path(pattern))
-        else:
-            raise ConfigError("intents", f"template file {pattern} does not exist", pattern)
-    return tuple(dict.fromkeys(files))
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    """One template file, parsed and checked, so errors can name it."""
-    from hassil import parse_sentence
-    from hassil.parser import ParseError
-
-    source = str(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise ConfigError("intents", f"cannot read {path}: {exc.strerror}", source) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError("intents", f"{path} is not valid YAML: {exc}", source) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("intents", f"{path} must hold a mapping at the top level", source)
-    for section in ("intents", "lists", "expansion_rules"):
-        if not isinstance(data.get(section, {}), dict):
-            raise ConfigError(section, "must be a mapping", source)
-    templates: list[tuple[str, str]] = [(f"expansion_rules.{k}", v) for k, v in data.get("expansion_rules", {}).items()]
-    for name, body in data.get("intents", {}).items():
-        blocks = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(blocks, list):
-            raise ConfigError(f"intents.{name}", "needs a list under 'data'", source)
-        for i, block in enumerate(blocks):
-            sentences = block.get("sentences") if isinstance(block, dict) else None
-            if not isinstance(sentences, list):
-                raise ConfigError(f"intents.{name}.data[{i}]", "needs a list under 'sentences'", source)
-            templates += [(f"intents.{name}.data[{i}].sentences", s) for s in sentences]
-    for key, template in templates:
-        if not isinstance(template, str):
-            raise ConfigError(key, f"must be text, got {template!r}", source)
-        try:
-            parse_sentence(template, keep_text=True)
-        except (ParseError, AssertionError, ValueError, IndexError) as exc:  # hassil asserts on some input ("[]")
-            raise ConfigError(key, f"template {template!r} does not parse: {exc!r}", source) from None
-    return data
-
-
-def _undefined_lists(intents: Intents) -> set[str]:
-    """Lists the templates use that no file defines; also checks expansion rules exist."""
-    from hassil.expression import ListReference, RuleReference
-
-    missing: set[str] = set()
-    for intent in intents.intents.values():
-        for data in intent.data:
-            rules = {**intents.expansion_rules, **data.expansion_rules}
-            known = set(intents.slot_lists) | set(data.slot_lists)
-            for sentence in data.sentences:
-                for ref in _walk(sentence.expression, rules, set()):
-                    if isinstance(ref, RuleReference) and ref.rule_name not in rules:
-                        raise ConfigError(
-                            f"intents.{intent.name}", f"template {sentence.text!r} uses undefined rule <{ref.rule_name}>"
-                        )
-                    if isinstance(ref, ListReference) and not ref.is_inline_range and ref.list_name not in known:
-                        missing.add(ref.list_name)
-    return missing
-
-
-def _walk(expr: Expression, rules: Mapping[str, Any], active: set[str]) -> Iterator[Expression]:
-    """Every expression under ``expr``, expanding rules (each once per path, so cycles end)."""
-    from hassil.expression import Group, RuleReference
-
-    yield expr
-    if isinstance(expr, Group):
-        for item in expr.items:
-            yield from _walk(item, rules, active)
-    elif isinstance(expr, RuleReference) and expr.rule_name in rules and expr.rule_name not in active:
-        yield from _walk(rules[expr.rule_name].expression, rules, active | {expr.rule_name})
 
 
 def _text_chunks(expr: Expression, rules: Mapping[str, Any], active: set[str]) -> Iterator[str]:

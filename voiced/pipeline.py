@@ -133,7 +133,7 @@ class Daemon:
     def _load_models(self) -> None:
         """Everything heavy happens here, once, before READY."""
         cfg = self.config
-        self.intents = IntentRecognizer.load(cfg.intents.templates)
+        self.intents = IntentRecognizer.from_section(cfg.intents, str(cfg.path) if cfg.path else None)
         # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
         self.llm = LlmFallback.from_recognizer(cfg.llm, self.intents) if cfg.llm.enabled else None
         if self.llm is not None and cfg.llm.preload:
@@ -149,7 +149,7 @@ class Daemon:
                 session = SessionOptions(threads=cfg.asr.threads)
             self.recognizer = Recognizer.load(cfg.asr.model, RecognizerConfig(
                 method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
-                hotwords=tuple(self.intents.vocabulary()), hotword_boost=cfg.asr.hotword_boost,
+                hotwords=tuple(self.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
                 tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
             ), session)
         self.silero = None
@@ -226,7 +226,7 @@ class Daemon:
 
     def reload(self, config: Config) -> None:
         """SIGHUP: new intent templates (and the discovery that lists them) without touching audio."""
-        intents = IntentRecognizer.load(config.intents.templates)
+        intents = IntentRecognizer.from_section(config.intents, str(config.path) if config.path else None)
         self.intents = intents  # one reference swap: the intent stage sees old or new, never half
         if self.llm is not None:
             self.llm.set_intents(intents)

@@ -1,8 +1,8 @@
 """What the cloud may answer: the known intents, their slots and the values each slot takes.
 
-Built from the same hassil template files the local recognizer loaded (its public
-``files``), so the cloud chooses among exactly the intents the templates define, and its
-answer is checked against them: an unknown intent, an unknown slot or a value outside a
+Built from the same hassil document the local recognizer matches with (its public
+``data``: template files, built-in set, config lists), so the cloud chooses among exactly
+the intents the templates define, and its answer is checked against them: an unknown intent, an unknown slot or a value outside a
 slot's list means "no intent", never a made-up one.
 """
 
@@ -13,10 +13,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-import yaml
 
 from voiced.cloud.errors import CloudError, CloudErrorKind
 from voiced.intents import Intent, IntentRecognizer, IntentSource, Slot, SlotKind
@@ -118,12 +116,8 @@ class IntentCatalog:
 
     @classmethod
     def from_recognizer(cls, recognizer: IntentRecognizer) -> IntentCatalog:
-        """The intents, slots and lists of the recognizer's template files."""
-        docs = []
-        for path in recognizer.files:
-            with open(Path(path), encoding="utf-8") as f:
-                docs.append(yaml.safe_load(f) or {})
-        catalog = cls.from_templates(docs, recognizer.language)
+        """The intents, slots and lists the recognizer matches with (files, built-in set, config lists)."""
+        catalog = cls.from_templates([recognizer.data], recognizer.language)
         missing = set(recognizer.intent_names) - set(catalog.names)
         if missing:  # cannot happen with the same files; stay usable if it does
             catalog = cls(catalog.intents + cls.from_names(missing).intents, catalog.language)
