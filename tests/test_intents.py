@@ -167,3 +167,36 @@ def test_missing_files_and_rules(tmp_path: Path) -> None:
     nolang.write_text("intents: {}\n")
     with pytest.raises(ConfigError, match="language"):
         IntentRecognizer.load([nolang])
+
+
+def test_an_empty_recognizer_recognizes_nothing_and_boosts_nothing() -> None:
+    from voiced.intentconfig import IntentsSection
+
+    empty = IntentRecognizer.from_section(IntentsSection())
+    assert not empty.enabled and empty.intent_names == () and empty.language == "en"
+    assert empty.recognize("turn on the kitchen light") is None
+    assert empty.hotwords() == [] and empty.vocabulary() == []
+    assert IntentRecognizer.from_section(IntentsSection(language="de")).language == "de"
+    again = empty.reload()
+    assert not again.enabled
+    with pytest.raises(ConfigError, match="no template files given"):
+        IntentRecognizer.load([])
+
+
+def test_hotwords_are_bounded_and_put_list_values_first(tmp_path: Path) -> None:
+    from voiced.intentconfig import BuiltinSet, IntentsSection, SlotLists
+
+    (tmp_path / "lights.yaml").write_text(LIGHTS)
+    (tmp_path / "lists.yaml").write_text(LISTS)
+    names = [f"lamp number {i}" for i in range(40)]
+    section = IntentsSection(templates=(str(tmp_path / "*.yaml"),), builtin=BuiltinSet.HOME_ASSISTANT,
+                             lists=SlotLists.from_config({"name": names, "area": ["scullery"]}, "lists"))
+    rec = IntentRecognizer.from_section(section)
+    everything = rec.vocabulary()
+    assert len(everything) > 300  # the built-in set has hundreds of words
+    top = rec.hotwords(60)
+    assert len(top) == 60 and len(set(top)) == 60
+    assert set(top[:41]) == {*names, "scullery"}  # the config's lists first
+    assert {"turn", "on", "off"} <= set(top[41:])  # then the user's template words
+    assert rec.hotwords(0) == [] and len(rec.hotwords(10_000)) == len([p for p in everything if len(p) > 1])
+    assert all(any(c.isalpha() for c in p) and len(p) > 1 for p in rec.hotwords(10_000))

@@ -3,13 +3,13 @@
 Checks, each printed as ``[ ok ]``, ``[warn]`` or ``[FAIL]`` with a ``fix:`` line:
 the config file; the capture device and the rates it opens at (and the playback device);
 model files (present, loadable, and their checksums when ``voiced.models.manifest``
-offers ``verify_model_file``); the broker (a TCP connect); the CPU governor; and that
+offers ``verify_model_file``); the intents (off, or how many load from where); the broker (a TCP connect); the CPU governor; and that
 pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO for
 capture). Any ``FAIL`` makes the exit code 1.
 
 Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
-``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``mqtt.host``
-and ``mqtt.port`` of a config object.
+``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
+``mqtt.host`` and ``mqtt.port`` of a config object.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         where = str(config.path) if getattr(config, "path", None) else "the config file"
         checks += _check_capture(config.audio, where)
         checks += _check_models(config, options)
+        checks.append(_check_intents(config, where))
         checks.append(_check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
     checks += _check_governor(options.cpufreq_root)
     profile_checks, profile = _check_profile(options)
@@ -280,6 +281,26 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
             return Check(key, CheckStatus.FAIL, str(exc), fix)
         notes.append("loads")
     return Check(key, CheckStatus.OK, f"{path} " + (", ".join(notes) or "exists"))
+
+
+# -- intents -----------------------------------------------------------------------------------
+
+
+def _check_intents(config: Any, where: str) -> Check:
+    from voiced.intents import IntentRecognizer
+
+    section = getattr(config, "intents", None)
+    if section is None or not section.enabled:
+        return Check("intents", CheckStatus.OK, "off: transcripts only, every query is answered intentNotRecognized",
+                     None)
+    try:
+        recognizer = IntentRecognizer.from_section(section, where)
+    except VoicedError as exc:
+        return Check("intents", CheckStatus.FAIL, str(exc), "correct the [intents] key or template file named above")
+    sources = [f"{len(recognizer.files)} template file(s)"]
+    if recognizer.builtin.value != "none":
+        sources.insert(0, f"{recognizer.builtin.value} sentences ({recognizer.language})")
+    return Check("intents", CheckStatus.OK, f"{len(recognizer.intent_names)} intents from {' + '.join(sources)}")
 
 
 # -- broker ------------------------------------------------------------------------------------

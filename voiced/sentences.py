@@ -90,6 +90,7 @@ def assemble(section: IntentsSection, source: str | None = None) -> Sentences:
                           ", ".join(map(str, files)))
     if section.builtin is BuiltinSet.HOME_ASSISTANT:
         data = _home_assistant(language, section.exclude, source)
+        language = data["language"]  # the variant found: "en" for "en-US"
         for name, body in (user.get("intents") or {}).items():
             data["intents"].setdefault(name, {"data": []})["data"].extend(body["data"])
         data["lists"].update(user.get("lists") or {})
