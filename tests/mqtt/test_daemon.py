@@ -18,6 +18,7 @@ from tests.mqtt.conftest import Broker, Gate
 from tests.support import wait_until
 from voiced.audio.wav import read_wav, write_wav
 from voiced.config import Config
+from voiced.intentconfig import IntentsSection
 from voiced.pipeline import Daemon
 
 TEMPLATES = """
@@ -384,3 +385,72 @@ device = "spk"
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         log.close()
+
+
+# -- without templates, and with Home Assistant's sentences -------------------------------------
+
+
+def test_transcription_only_publishes_every_transcript_and_answers_not_recognized(
+        tmp_path, broker, subscriber_factory, running, multi_utterance_wav, asr_model, models) -> None:
+    """No [intents] at all: a transcription satellite. Nothing crashes, nothing is recognized."""
+    config = audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models)
+    config = dataclasses.replace(config, intents=IntentsSection())
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = running(config)
+    assert not daemon.intents.enabled and daemon.recognizer is not None
+    assert daemon.recognizer.config.hotwords == ()  # nothing to boost
+    captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+    assert len({c.session_id for c in captured}) == 3 and all(c.text for c in captured)
+    # each utterance: intentNotRecognized with its text, and its dialogue session ended
+    misses = [NluIntentNotRecognized.from_dict(json.loads(p))
+              for p in sub.wait_count(3, "hermes/nlu/intentNotRecognized")]
+    assert [(m.session_id, m.input) for m in misses] == [(c.session_id, c.text) for c in captured]
+    ended = [json.loads(p) for p in sub.wait_count(3, "hermes/dialogueManager/sessionEnded")]
+    assert {e["sessionId"] for e in ended} == {c.session_id for c in captured}
+    assert {e["termination"]["reason"] for e in ended} == {"intentNotRecognized"}
+    # a query is answered too, echoing its id
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-7", "sessionId": "s-7"})
+    sub.wait_for(lambda ms: any(t == "hermes/nlu/intentNotRecognized" and json.loads(p).get("id") == "q-7"
+                                for t, p, _ in ms), "the answer to q-7")
+    [raw] = [p for p in sub.payloads("hermes/nlu/intentNotRecognized") if json.loads(p).get("id") == "q-7"]
+    answer = NluIntentNotRecognized.from_dict(json.loads(raw))
+    assert (answer.id, answer.session_id, answer.input, answer.site_id) == ("q-7", "s-7", "turn on the kitchen light",
+                                                                          "kitchen")
+    assert not any(t.startswith("hermes/intent/") for t, _, _ in sub.messages)
+
+
+def test_builtin_home_assistant_sentences_with_a_name_list(tmp_path, broker, subscriber_factory, running) -> None:
+    """No template file: [intents] builtin = "home-assistant" and one name list give HA's HassTurnOn."""
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[intents]
+builtin = "home-assistant"
+site_area = "kitchen"
+[intents.lists]
+name = ["kitchen light", "porch light"]
+area = ["kitchen", "living room"]
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+""")
+    config = Config.from_file(tmp_path / "voiced.toml")
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = running(config)
+    assert daemon.client.wait_connected(10)
+    answered_probe(broker, sub)
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "ha-1", "sessionId": "s-1"})
+    query(broker, {"input": "turn off the lights", "siteId": "kitchen", "id": "ha-2"})
+    [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
+    intent = NluIntent.from_dict(json.loads(raw))
+    assert (intent.id, intent.session_id, intent.input) == ("ha-1", "s-1", "turn on the kitchen light")
+    assert intent.intent.intent_name == "HassTurnOn"
+    [slot] = intent.slots
+    assert (slot.slot_name, slot.entity, slot.raw_value, slot.value["value"]) == (
+        "name", "name", "kitchen light", "kitchen light")
+    [raw] = sub.wait_count(1, "hermes/intent/HassTurnOff")
+    off = NluIntent.from_dict(json.loads(raw))
+    assert off.id == "ha-2" and {s.slot_name: s.value["value"] for s in off.slots} == {"area": "kitchen",
+                                                                                        "domain": "light"}

@@ -9,6 +9,7 @@ directory, a closed port, and a fake sysfs whose governor is powersave.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
     assert f"[ ok ] broker: {broker[0]}:{broker[1]} accepts TCP connections" in out
     assert "[ ok ] hardware: profile x86-64" in out
     assert "[ ok ] affinity capture: pinned to cores 0" in out
+    assert "[ ok ] intents: off: transcripts only, every query is answered intentNotRecognized" in out
 
 
 def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
@@ -119,6 +121,17 @@ def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
     text = "\n".join(lines)
     assert "[FAIL] broker:" in text and "       fix: start the broker" in text
     assert text.splitlines()[-1].startswith("4 problem(s)")
+
+
+def test_intents_are_reported(tmp_path: Path) -> None:
+    config = tmp_path / "voiced.toml"
+    config.write_text('[intents]\nbuiltin = "home-assistant"\n[intents.lists]\nname = ["kitchen light"]\n')
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["intents"]
+    assert check.status is CheckStatus.OK
+    assert re.fullmatch(r"[1-9]\d+ intents from home-assistant sentences \(en\) \+ 0 template file\(s\)", check.message)
+    config.write_text('[intents]\nbuiltin = "home-assistant"\nlanguage = "xx"\n')
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["intents"]
+    assert check.status is CheckStatus.FAIL and "intents.language" in check.message and str(config) in check.message
 
 
 def test_missing_and_invalid_config(tmp_path: Path) -> None:
