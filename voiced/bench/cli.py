@@ -67,6 +67,18 @@ def add_bench_parser(sub: Any) -> None:
                    help="reuse the prompt's start between requests; both: compare side by side (default: on)")
     b.set_defaults(func=_llm)
 
+    b = bsub.add_parser("intents", help="intent recognition time on Home Assistant's built-in sentences",
+                        description="Per-utterance p50/p95 of the built-in set with 50 names and 10 areas, side by"
+                        " side with a small template file; with --asr-model and files, the beam search's cost with"
+                        " no, bounded and unbounded hotwords.")
+    b.add_argument("--language", default="en", help="built-in set language (default: %(default)s)")
+    b.add_argument("--runs", type=int, default=5, metavar="N", help="runs over the utterance set (default: %(default)s)")
+    b.add_argument("--asr-model", type=Path, default=None, metavar="DIR", help="transducer for the hotword figures")
+    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--max-hotwords", type=int, default=None, metavar="N", help="bound to measure (default: the daemon's)")
+    b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="speech for the hotword figures")
+    b.set_defaults(func=_intents)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -105,6 +117,14 @@ def _llm(args: argparse.Namespace) -> int:
 
     return _print(run(args.model, args.templates, args.utterances, threads=args.threads, runs=args.runs,
                       max_new_tokens=args.max_new_tokens, prefix_cache=args.prefix_cache))
+
+
+def _intents(args: argparse.Namespace) -> int:
+    from voiced.bench.intents import bench_intents
+    from voiced.intents import MAX_HOTWORDS
+
+    return _print(bench_intents(language=args.language, runs=args.runs, asr_model=args.asr_model, files=args.files,
+                                threads=args.threads, max_hotwords=args.max_hotwords or MAX_HOTWORDS))
 
 
 def _cloud(args: argparse.Namespace) -> int:
