@@ -259,3 +259,14 @@ def test_malformed_list_file_names_key_and_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="must map list names") as err:
         IntentRecognizer.from_section(config.intents)
     assert str(lists) in str(err.value)
+
+
+def test_a_config_without_intents_is_transcription_only(tmp_path: Path) -> None:
+    path = tmp_path / "voiced.toml"
+    path.write_text('[asr]\nmax_hotwords = 0\n[mqtt]\nhost = "localhost"\n')
+    config = Config.from_file(path)
+    assert not config.intents.enabled
+    assert not IntentRecognizer.from_section(config.intents, str(path)).enabled
+    path.write_text("[asr]\nmax_hotwords = -1\n")
+    with pytest.raises(ConfigError, match="asr.max_hotwords"):
+        Config.from_file(path)
