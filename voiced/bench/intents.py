@@ -176,9 +176,9 @@ def _hotwords(recognizer: IntentRecognizer, model: Path, files: Sequence[Path], 
                 totals[name].append(total)
                 texts[name].append(result.text)
     out: dict[str, Any] = {"audio_s": round(seconds, 2), "files": len(files), "max_hotwords": limit}
-    for name in lists:
+    for name, words in lists.items():
         rtf = sum(totals[name]) / (seconds * runs)
-        out[name] = {"phrases": len(lists[name]), "load_ms": round(build[name] * 1e3, 1), "rtf": round(rtf, 4),
+        out[name] = {"phrases": len(words), "load_ms": round(build[name] * 1e3, 1), "rtf": round(rtf, 4),
                      "window_ms": stats(windows[name], 1e3)}
     for name in ("bounded", "all"):
         out[f"rtf_ratio_{name}_over_none"] = round(out[name]["rtf"] / out["none"]["rtf"], 3)

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-
 from voiced.cloud.errors import CloudError, CloudErrorKind
 from voiced.intents import Intent, IntentRecognizer, IntentSource, Slot, SlotKind
 
