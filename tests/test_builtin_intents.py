@@ -270,3 +270,34 @@ def test_a_config_without_intents_is_transcription_only(tmp_path: Path) -> None:
     path.write_text("[asr]\nmax_hotwords = -1\n")
     with pytest.raises(ConfigError, match="asr.max_hotwords"):
         Config.from_file(path)
+
+
+def test_the_fallbacks_offer_the_builtin_intents_and_nothing_when_intents_are_off(home: IntentRecognizer) -> None:
+    from voiced.cloud import CloudRouter, IntentCatalog
+    from voiced.cloud.config import CloudConfig
+    from voiced.llm.catalog import IntentCatalog as LlmCatalog
+    from voiced.llm.schema import answer_schema, parse_answer
+
+    cloud = IntentCatalog.from_recognizer(home)
+    assert set(cloud.names) == set(home.intent_names) and cloud.language == "en"
+    turn_on = cloud.describe()["HassTurnOn"]
+    assert set(turn_on["name"]) == {v if isinstance(v, str) else v["in"] for v in LISTS["name"]}
+    assert "living room" in turn_on["area"] and turn_on["floor"] == ["upstairs", "downstairs"]
+    answer = cloud.interpret({"intent": "HassTurnOn", "slots": {"name": "kitchen light"}}, "turn on the kitchen light")
+    assert answer is not None and answer.slot_values == {"name": "kitchen light"}
+    llm = LlmCatalog.from_recognizer(home)
+    assert llm.names == home.intent_names
+    text = "switch the kitchen light on"
+    branches = {b["properties"]["intent"].get("const"): b for b in answer_schema(llm, text)["anyOf"]}
+    assert set(branches) == {*home.intent_names, None}
+    assert "kitchen light" in str(branches["HassTurnOn"]["properties"]["slots"]["properties"]["name"])
+    parsed = parse_answer('{"intent": "HassTurnOn", "slots": {"name": "kitchen light"}}', llm, text)
+    assert parsed.intent is not None and parsed.intent.slot_values == {"name": "kitchen light"}
+
+    off = IntentRecognizer.from_section(IntentsSection())
+    assert IntentCatalog.from_recognizer(off).names == () and LlmCatalog.from_recognizer(off).names == ()
+    router = CloudRouter.from_recognizer(CloudConfig(enabled=True, intent=True, base_url="http://127.0.0.1:9"), off)
+    try:
+        assert not router.should_use_cloud_intent(None)  # nothing to choose from: never asked
+    finally:
+        router.close()
