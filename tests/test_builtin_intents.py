@@ -218,6 +218,9 @@ def test_template_language_must_match(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'de'") as err:
         IntentRecognizer.from_section(builtin(templates=(str(tmp_path / "de.yaml"),), language="en"))
     assert str(tmp_path / "de.yaml") in str(err.value)
+    (tmp_path / "en.yaml").write_text('language: en\nintents:\n  Y:\n    data:\n      - sentences: ["lights please"]\n')
+    regional = IntentRecognizer.from_section(builtin(templates=(str(tmp_path / "en.yaml"),), language="en_US"))
+    assert regional.language == "en" and regional.recognize("lights please").name == "Y"  # type: ignore[union-attr]
     # without [intents] language the files' language picks the built-in set
     german = IntentRecognizer.from_section(builtin(templates=(str(tmp_path / "de.yaml"),), lists={"name": ["Lampe"]}))
     assert german.language == "de" and german.recognize("licht an").name == "X"  # type: ignore[union-attr]

@@ -85,9 +85,10 @@ def assemble(section: IntentsSection, source: str | None = None) -> Sentences:
         raise ConfigError("language", "no template file sets the language (or set [intents] language)",
                           ", ".join(map(str, files)))
     language = section.language or user.get("language") or DEFAULT_LANGUAGE
-    if "language" in user and user["language"] != language:
+    if "language" in user and _base_language(user["language"]) != _base_language(language):
         raise ConfigError("language", f"template files are in {user['language']!r}, [intents] says {language!r}",
                           ", ".join(map(str, files)))
+    language = user.get("language", language)  # "en" files under language = "en-US"
     if section.builtin is BuiltinSet.HOME_ASSISTANT:
         data = _home_assistant(language, section.exclude, source)
         language = data["language"]  # the variant found: "en" for "en-US"
@@ -147,6 +148,11 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
 # -- sources --------------------------------------------------------------------------------------
 
 
+def _base_language(code: str) -> str:
+    """``en`` for ``en``, ``en-US`` and ``en_US``."""
+    return str(code).replace("_", "-").split("-")[0].lower()
+
+
 def _home_assistant(language: str, exclude: Iterable[str], source: str | None) -> dict[str, Any]:
     """Home Assistant's sentences for ``language`` (``en-US`` falls back to ``en``), without responses."""
     try:
@@ -155,7 +161,7 @@ def _home_assistant(language: str, exclude: Iterable[str], source: str | None) -
         raise ConfigError("intents.builtin", "the home-assistant-intents package is not installed "
                           "(pip install home-assistant-intents)", source) from None
     data = None
-    for variant in dict.fromkeys((language, language.replace("_", "-"), language.replace("_", "-").split("-")[0])):
+    for variant in dict.fromkeys((language, language.replace("_", "-"), _base_language(language))):
         data = hai.get_intents(variant)
         if data is not None:
             break
