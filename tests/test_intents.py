@@ -197,6 +197,6 @@ def test_hotwords_are_bounded_and_put_list_values_first(tmp_path: Path) -> None:
     top = rec.hotwords(60)
     assert len(top) == 60 and len(set(top)) == 60
     assert set(top[:41]) == {*names, "scullery"}  # the config's lists first
-    assert {"turn", "on", "off"} <= set(top[41:])  # then the user's template words
+    assert {"turn", "on", "off", "switch", "percent"} <= set(top[41:])  # then the user's words
     assert rec.hotwords(0) == [] and len(rec.hotwords(10_000)) == len([p for p in everything if len(p) > 1])
     assert all(any(c.isalpha() for c in p) and len(p) > 1 for p in rec.hotwords(10_000))

@@ -131,9 +131,11 @@ class IntentRecognizer:
 
     def __init__(self, intents: Intents, patterns: tuple[str, ...], files: tuple[Path, ...], *,
                  data: Mapping[str, Any] | None = None, section: IntentsSection | None = None,
-                 source: str | None = None, literal_lists: frozenset[str] = frozenset()) -> None:
+                 source: str | None = None, literal_lists: frozenset[str] = frozenset(),
+                 user_lists: frozenset[str] = frozenset()) -> None:
         self._intents = intents
         self._literal_lists = literal_lists
+        self._user_lists = user_lists
         self._data = data
         self._section = section or IntentsSection(templates=patterns)
         self._source = source
@@ -175,7 +177,7 @@ class IntentRecognizer:
                  f" and the {section.builtin.value} sentences ({sentences.language})"
                  if section.builtin is not BuiltinSet.NONE else "")
         recognizer = cls(intents, section.templates, sentences.files, data=data, section=section, source=source,
-                         literal_lists=sentences.literal_lists)
+                         literal_lists=sentences.literal_lists, user_lists=sentences.user_lists)
         # hassil prepares each sentence's prefilter and its number words on first use: here, not
         # on the first utterance (~20 ms with the built-in set).
         recognizer.recognize("set it to fifty percent")
@@ -263,7 +265,7 @@ class IntentRecognizer:
         from hassil import TextSlotList
         from hassil.expression import TextChunk
 
-        literal = self._literal_lists
+        builtin = self.builtin is not BuiltinSet.NONE
         uses: dict[str, int] = {}
         tier: dict[str, int] = {}
 
@@ -274,7 +276,7 @@ class IntentRecognizer:
         rules = self._intents.expansion_rules
         for intent in self._intents.intents.values():
             for data in intent.data:
-                level = _USER if (data.metadata or {}).get(USER_SENTENCE) or self.builtin is BuiltinSet.NONE else _BUILTIN
+                level = _BUILTIN if builtin and not (data.metadata or {}).get(USER_SENTENCE) else _USER
                 local = {**rules, **data.expansion_rules}
                 for sentence in data.sentences:
                     for word in dict.fromkeys(w for chunk in _text_chunks(sentence.expression, local, set())
@@ -283,7 +285,8 @@ class IntentRecognizer:
         for name, slot_list in self._intents.slot_lists.items():
             if not isinstance(slot_list, TextSlotList):
                 continue
-            level = _LISTS if name in literal else _USER if self.builtin is BuiltinSet.NONE else _BUILTIN
+            level = (_LISTS if name in self._literal_lists
+                     else _BUILTIN if builtin and name not in self._user_lists else _USER)
             for value in slot_list.values:
                 chunks = list(_text_chunks(value.text_in, rules, set()))
                 if isinstance(value.text_in, TextChunk):

@@ -66,6 +66,8 @@ class Sentences:
     """The built-in set merged under them."""
     literal_lists: frozenset[str]
     """Lists from ``[intents.lists]`` or list files: their phrases are text, never templates."""
+    user_lists: frozenset[str]
+    """Lists defined by the user's template files."""
     source: str | None
     """The config file, for messages."""
 
@@ -107,7 +109,7 @@ def assemble(section: IntentsSection, source: str | None = None) -> Sentences:
     lists = lists.updated(section.lists)
     for name, values in lists.lists.items():
         data["lists"][name] = {"values": [{"in": v.text, "out": v.value, "context": dict(v.context)} for v in values]}
-    return Sentences(data, files, section.builtin, frozenset(lists.lists), source)
+    return Sentences(data, files, section.builtin, frozenset(lists.lists), frozenset(user.get("lists") or {}), source)
 
 
 def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
