@@ -454,3 +454,10 @@ state_dir = "state"
     off = NluIntent.from_dict(json.loads(raw))
     assert off.id == "ha-2" and {s.slot_name: s.value["value"] for s in off.slots} == {"area": "kitchen",
                                                                                         "domain": "light"}
+    # SIGHUP: a name added to the list is known from then on, the built-in set still loaded
+    toml = (tmp_path / "voiced.toml").read_text().replace('"porch light"]', '"porch light", "garage door"]')
+    (tmp_path / "voiced.toml").write_text(toml)
+    daemon.reload(Config.from_file(tmp_path / "voiced.toml"))
+    query(broker, {"input": "turn on the garage door", "siteId": "kitchen", "id": "ha-3"})
+    sub.wait_for(lambda ms: any(json.loads(p).get("id") == "ha-3" for t, p, _ in ms
+                                if t == "hermes/intent/HassTurnOn"), "the reloaded name")

@@ -73,6 +73,8 @@ def add_bench_parser(sub: Any) -> None:
                         " no, bounded and unbounded hotwords.")
     b.add_argument("--language", default="en", help="built-in set language (default: %(default)s)")
     b.add_argument("--runs", type=int, default=5, metavar="N", help="runs over the utterance set (default: %(default)s)")
+    b.add_argument("--names", type=int, default=50, metavar="N", help="device names (default: %(default)s, at most 500)")
+    b.add_argument("--areas", type=int, default=10, metavar="N", help="areas (default: %(default)s, at most 100)")
     b.add_argument("--asr-model", type=Path, default=None, metavar="DIR", help="transducer for the hotword figures")
     b.add_argument("--threads", type=int, default=1, metavar="N")
     b.add_argument("--max-hotwords", type=int, default=None, metavar="N", help="bound to measure (default: the daemon's)")
@@ -123,7 +125,8 @@ def _intents(args: argparse.Namespace) -> int:
     from voiced.bench.intents import bench_intents
     from voiced.intents import MAX_HOTWORDS
 
-    return _print(bench_intents(language=args.language, runs=args.runs, asr_model=args.asr_model, files=args.files,
+    return _print(bench_intents(language=args.language, runs=args.runs, names=args.names, areas=args.areas,
+                                asr_model=args.asr_model, files=args.files,
                                 threads=args.threads, max_hotwords=args.max_hotwords or MAX_HOTWORDS))
 
 

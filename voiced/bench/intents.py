@@ -3,7 +3,8 @@
 Recognizers, loaded as the daemon loads them (``IntentRecognizer.from_section``):
 
 - ``builtin``: ``builtin = "home-assistant"`` for ``--language`` with 50 device names,
-  10 areas, 2 floors and a ``site_area``: the set a new user gets without a template file;
+  10 areas (``--names``, ``--areas``), 2 floors and a ``site_area``: the set a new user
+  gets without a template file;
 - ``templates``: a small user template file of lighting intents, for a side-by-side ratio.
 
 Each run feeds every utterance once to each recognizer, taking turns utterance by
@@ -39,6 +40,15 @@ NAMES = tuple(f"{room} {device}" for room in _ROOMS for device in _DEVICES)
 AREAS = ("kitchen", "living room", "bedroom", "bathroom", "office", "garage", "hallway", "garden", "basement",
          "attic")
 """10 areas."""
+_ORDINALS = ("", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def _more(base: Sequence[str], n: int) -> list[str]:
+    """``n`` distinct phrases: ``base`` first, then "second kitchen light", "third …" and so on."""
+    out = [f"{o} {b}".strip() for o in _ORDINALS for b in base][:n]
+    if len(out) < n:
+        raise ValueError(f"at most {len(_ORDINALS) * len(base)} phrases, asked for {n}")
+    return out
 
 MATCHING = (
     "turn on the kitchen light", "turn off the porch lamp", "switch on the garage heater",
@@ -82,10 +92,10 @@ lists:
 """
 
 
-def _sections(work: Path, language: str) -> dict[str, IntentsSection]:
+def _sections(work: Path, language: str, names: int = len(NAMES), areas: int = len(AREAS)) -> dict[str, IntentsSection]:
     (work / "lights.yaml").write_text(TEMPLATES, encoding="utf-8")
-    lists = SlotLists.from_config({"name": list(NAMES), "area": list(AREAS), "floor": ["upstairs", "downstairs"]},
-                                  "lists")
+    lists = SlotLists.from_config({"name": _more(NAMES, names), "area": _more(AREAS, areas),
+                                   "floor": ["upstairs", "downstairs"]}, "lists")
     return {
         "builtin": IntentsSection(builtin=BuiltinSet.HOME_ASSISTANT, language=language, lists=lists,
                                   site_area=AREAS[0]),
@@ -186,13 +196,14 @@ def _hotwords(recognizer: IntentRecognizer, model: Path, files: Sequence[Path], 
     return out
 
 
-def bench_intents(*, language: str = "en", runs: int = 5, asr_model: Path | None = None,
-                  files: Sequence[Path] = (), threads: int = 1, max_hotwords: int = MAX_HOTWORDS) -> dict[str, Any]:
+def bench_intents(*, language: str = "en", runs: int = 5, names: int = len(NAMES), areas: int = len(AREAS),
+                  asr_model: Path | None = None, files: Sequence[Path] = (), threads: int = 1,
+                  max_hotwords: int = MAX_HOTWORDS) -> dict[str, Any]:
     """The figures; hotword figures only with an ``asr_model`` and ``files``."""
     with tempfile.TemporaryDirectory(prefix="voiced-bench-intents-") as tmp:
-        sections = _sections(Path(tmp), language)
+        sections = _sections(Path(tmp), language, names, areas)
         figures: dict[str, Any] = {
-            "names": len(NAMES), "areas": len(AREAS),
+            "names": names, "areas": areas,
             "utterances": {"matching": len(MATCHING), "not_matching": len(NOT_MATCHING)}, "runs": runs,
             "recognition": _recognition(sections, UTTERANCES, runs),
         }
