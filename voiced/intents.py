@@ -13,8 +13,9 @@ Template files are YAML as in Home Assistant's ``intents`` repository::
     expansion_rules:
       the: "[the]"
 
-A list referenced by a template but defined in no file becomes a wildcard, so
-``turn on [the] {name}`` works without a list of every device name. Matching ignores
+A list a template file references but nothing defines becomes a wildcard, so
+``turn on [the] {name}`` works without a list of every device name (lists only the
+built-in set uses stay empty instead). Matching ignores
 case and punctuation, since ASR output is often upper-case without punctuation.
 
 Where sentences come from (template files, Home Assistant's built-in set, the config's
