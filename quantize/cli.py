@@ -22,7 +22,7 @@ from pathlib import Path
 
 from quantize.options import CalibrateMethod, Kind, Method, PerChannel, QuantizeOptions
 from quantize.progress import set_quiet
-from voiced.errors import VoicedError
+from voiced.errors import ConfigError, VoicedError
 
 __all__ = ["EXIT_BELOW_THRESHOLD", "EXIT_ERROR", "EXIT_OK", "build_parser", "main"]
 
@@ -95,9 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", type=Path, metavar="PATH", help="spelling_cnn_meta.json (default: beside the model)")
     _add_common(p)
     p.set_defaults(func=_cmd_model)
-    p = sub.add_parser("asr", help="quantize a sherpa-onnx streaming transducer directory",
-                       description="Write encoder/decoder/joiner.int8.onnx (+ manifests) beside the FP32 files,"
-                       " choosing the method per part, and compare decoding of real utterances.")
+    p = sub.add_parser("asr", help="quantize a sherpa-onnx transducer or Whisper directory",
+                       description="Write encoder/decoder/joiner.int8.onnx (a streaming transducer) or"
+                       " NAME-encoder/decoder.int8.onnx (a Whisper directory, told by its NAME-tokens.txt)"
+                       " (+ manifests) beside the FP32 files, choosing the method per part, and compare decoding"
+                       " of real utterances (Whisper: token agreement, and WER where transcripts.tsv is beside the audio).")
     p.add_argument("directory", type=Path, metavar="DIR")
     p.add_argument("--fp16-reference", action="store_true",
                    help="also decode with FP32 weights rounded to FP16: how sensitive the model itself is")
@@ -141,6 +143,15 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_asr(args: argparse.Namespace) -> int:
+    from voiced.asr.whisper_model import is_whisper_dir
+
+    if is_whisper_dir(args.directory):
+        from quantize.whisper import quantize_whisper
+
+        if args.fp16_reference:
+            raise ConfigError("--fp16-reference", "is implemented for transducers only, not Whisper directories")
+        report = quantize_whisper(args.directory, audio=args.audio, validate_audio=args.validate_audio, options=_options(args))
+        return _finish(args, report.to_dict(), report.summary(), report.passed)
     from quantize.transducer import quantize_transducer
 
     report = quantize_transducer(args.directory, audio=args.audio, validate_audio=args.validate_audio,

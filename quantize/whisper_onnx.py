@@ -21,6 +21,7 @@ written, so nothing in the graph has a data-dependent shape.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +91,8 @@ def _modules() -> Any:
                     cross_k: torch.Tensor, cross_v: torch.Tensor, offset: torch.Tensor) -> tuple[torch.Tensor, ...]:
             n_batch, n = tokens.shape
             positions = offset[0] + torch.arange(n, dtype=torch.int64)
-            x = self.dec.embed_tokens(tokens) + self.dec.embed_positions.weight[positions]
+            # F.embedding without transformers' padding_idx (it only matters for training).
+            x = F.embedding(tokens, self.dec.embed_tokens.weight) + self.dec.embed_positions.weight[positions]
             slots = torch.arange(k_cache.shape[2], dtype=torch.int64)
             # Query i (at position offset+i) sees cache rows 0 … offset+i; later rows are unwritten.
             unwritten = slots.unsqueeze(0) > positions.unsqueeze(1)
@@ -138,7 +140,10 @@ def export_onnx(hf: WhisperForConditionalGeneration, dims: WhisperDims, encoder_
     encoder, decoder = encoder_cls(hf).eval(), decoder_cls(hf).eval()
     frames = 2 * dims.n_audio_ctx
     mel = torch.zeros(1, dims.n_mels, frames)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # The TorchScript exporter (dynamo=False) is deprecated, but torch.export's needs onnxscript,
+        # one more dependency for the same graph; the deprecation notice is not the user's concern.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
         cross_k, cross_v = encoder(mel)
         torch.onnx.export(
             encoder, (mel,), str(encoder_path), opset_version=OPSET, dynamo=False,

@@ -41,4 +41,4 @@ def models(shared: Path) -> Path:
 
 
 # Session fixtures with the real Whisper weights (whisper_model_dir …), shared by the ASR and quantize tests.
-from tests.whisper_fixtures import ct2_whisper, whisper_model_dir  # noqa: E402,F401
+from tests.whisper_fixtures import ct2_whisper, whisper_int8_dir, whisper_model_dir  # noqa: E402,F401

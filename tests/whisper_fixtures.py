@@ -50,3 +50,29 @@ def whisper_model_dir(ct2_whisper: Path, tmp_path_factory: pytest.TempPathFactor
     finally:
         set_quiet(False)
     return out
+
+
+@pytest.fixture(scope="session")
+def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of ``whisper_model_dir`` plus ``tiny.en-{encoder,decoder}.int8.onnx`` (+ manifests) written by
+    ``voiced-quantize asr`` (dynamic QInt8 MatMul weights, as sherpa-onnx's own INT8 Whisper files), validated
+    on jfk only to keep the session short: the accuracy tests measure the INT8 files themselves."""
+    import shutil
+
+    from quantize.options import QuantizeOptions
+    from quantize.progress import set_quiet
+    from quantize.whisper import quantize_whisper
+    from tests.conftest import SHARED
+
+    if SHARED is None:
+        pytest.skip("../shared (real speech for the INT8 validation) is absent: set VOICED_SHARED or run in CI")
+    out = tmp_path_factory.mktemp("whisper-tiny.en-int8")
+    for path in whisper_model_dir.iterdir():
+        shutil.copy(path, out / path.name)
+    jfk = SHARED / "speech" / "jfk" / "jfk.wav"
+    set_quiet(True)
+    try:
+        quantize_whisper(out, audio=[jfk], validate_audio=[jfk], options=QuantizeOptions(speed_runs=1))
+    finally:
+        set_quiet(False)
+    return out

