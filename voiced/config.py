@@ -94,7 +94,10 @@ class VadSection:
 @dataclass(frozen=True)
 class AsrSection:
     model: Path | None = None
-    """Transducer directory (encoder/decoder/joiner[.int8].onnx + tokens.txt); unset: no local ASR."""
+    """Model directory, a transducer (encoder/decoder/joiner[.int8].onnx + tokens.txt) or Whisper
+    (NAME-encoder/NAME-decoder[.int8].onnx + NAME-tokens.txt); unset: no local ASR."""
+    language: str | None = None
+    """Multilingual Whisper models: the language code ("de", "fr" …); unset: detected per utterance."""
     method: SearchMethod = SearchMethod.MODIFIED_BEAM
     """``modified_beam_search`` (boosts the intents' vocabulary) or ``greedy_search``."""
     max_active_paths: int = 4

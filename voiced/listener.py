@@ -12,7 +12,8 @@ from enum import Enum
 
 import numpy as np
 
-from voiced.asr.recognizer import RecognitionResult, Recognizer, Stream
+from voiced.asr.loader import SpeechRecognizer, SpeechStream
+from voiced.asr.recognizer import RecognitionResult
 from voiced.audio.frames import Window, Windower
 from voiced.vad import Endpointer, VadEvent, VadEventKind
 
@@ -52,7 +53,7 @@ class ListenEvent:
 class Listener:
     """Turns audio chunks into listen events; without an endpointer the whole stream is one utterance."""
 
-    def __init__(self, recognizer: Recognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10,
+    def __init__(self, recognizer: SpeechRecognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10,
                  keep_audio: bool = False) -> None:
         self.recognizer = recognizer
         self.keep_audio = keep_audio
@@ -60,7 +61,7 @@ class Listener:
         self._audio: list[np.ndarray] = []
         self.endpointer = endpointer
         self.window_frames = window_frames
-        self._stream: Stream | None = None
+        self._stream: SpeechStream | None = None
         self._start = 0.0
         self._audio_start = 0.0
         self._partial = ""

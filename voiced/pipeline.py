@@ -22,7 +22,9 @@ from enum import Enum
 
 import numpy as np
 
-from voiced.asr.recognizer import Recognizer, RecognizerConfig
+from voiced.asr.loader import SpeechRecognizer, load_recognizer
+from voiced.asr.recognizer import RecognizerConfig
+from voiced.asr.whisper import WhisperConfig
 from voiced.audio.frames import Windower
 from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
 from voiced.cloud import CloudRouter
@@ -142,16 +144,16 @@ class Daemon:
         # reachability probe; prepare() touches no network and never raises.
         self.cloud = CloudRouter.from_recognizer(cfg.cloud, self.intents, counters=self.counters)
         self.cloud.prepare()
-        self.recognizer: Recognizer | None = None
+        self.recognizer: SpeechRecognizer | None = None
         if cfg.asr.model is not None:
             session = self.profile.session_options(OnnxRole.ASR)
             if cfg.asr.threads is not None:
                 session = SessionOptions(threads=cfg.asr.threads)
-            self.recognizer = Recognizer.load(cfg.asr.model, RecognizerConfig(
+            self.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
                 method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
                 hotwords=tuple(self.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
                 tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
-            ), session)
+            ), WhisperConfig(language=cfg.asr.language, threads=session.threads), session)
         self.silero = None
         if cfg.vad.kind is VadKind.SILERO:
             self.silero = SileroVad.load(cfg.vad.model, self.profile.session_options(OnnxRole.VAD))

