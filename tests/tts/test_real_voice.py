@@ -14,37 +14,12 @@ import numpy as np
 import pytest
 
 from tests.tts.reference import piper_phonemes
+from voiced.bench.tts_reference import SENTENCES, round_trip
 from voiced.tts import PiperVoice
 from voiced.tts.config import SynthesisOptions
 
 piper_voice = pytest.importorskip("piper.voice", reason="piper-tts (the reference) is not installed")
 
-SENTENCES = [
-    "Turn on the kitchen light, please.",
-    "Open the front door.",
-    "It is 7:45 in the morning and 21 degrees outside.",
-    "Set a timer for 15 minutes.",
-    "Dr. Smith lives at 221B Baker St. in London.",
-    "Is the garage door closed?",
-    "What's the weather like tomorrow in New York?",
-    "Call +1 (555) 123-4567, then e-mail joe@example.com.",
-    "The meeting moved from 3 p.m. to 4:30 p.m. on Friday, March 3rd.",
-    "I paid $3.50 for 2 coffees, i.e. $1.75 each!",
-    "Wait... what?! No -- really?",
-    "NASA, the FBI and IKEA all use acronyms; so does the U.S.A.",
-    "Thirty-three thousand people attended in 1999.",
-    "Please don't forget: the dishwasher's cycle ends at 10.",
-    "Café, naïve, résumé and façade are borrowed words.",
-    "Brightness is at 100%, volume at 35%.",
-    "Never mind.",
-    "Good night!",
-    "The door to the cellar is locked, and the alarm is armed.",
-    "Here is your morning briefing. It is Tuesday, the fourth of March, and the time is seven fifteen. "
-    "Outside it is nine degrees and cloudy, with rain expected around noon. You have three meetings today; "
-    "the first one starts at nine thirty in the small conference room. Have a good day!",
-    "Line one\nLine two\n\nA new paragraph here.",
-    "Is it 19:45 already? Yes. Then lock the doors, close the blinds and turn off the lights in the living room.",
-]
 
 
 def joe_voice_path() -> Path:
@@ -112,3 +87,10 @@ def test_a_configured_voice_without_espeak_says_what_to_install(monkeypatch) -> 
     monkeypatch.setitem(sys.modules, "piper", None)  # as if the tts extra were not installed
     with pytest.raises(ModelError, match=r"voiced\[tts\]"):
         PiperVoice.load(joe_voice_path())
+
+
+def test_round_trip_through_real_whisper_hears_both_voices_alike(whisper_model_dir) -> None:
+    """Intelligibility: Whisper tiny.en (real weights) transcribes voiced's and piper-tts's speech equally well."""
+    figures = round_trip(joe_voice_path(), whisper_model_dir, SENTENCES[:10])
+    assert abs(figures["wer_difference"]) <= 1.0, figures
+    assert figures["voiced_wer_percent"] < 35.0, figures  # real words come through, not noise
