@@ -14,7 +14,7 @@ import pytest
 
 from tests.tts.voicegen import espeak_config, make_voice, multi_speaker, read_config
 
-pytest.importorskip("piper_phonemize", reason="piper-phonemize is not installed (pip install piper-phonemize)")
+pytest.importorskip("piper", reason="piper-tts (voiced[tts]: espeak-ng) is not installed: pip install -e '.[test]'")
 pytest.importorskip("onnx", reason="onnx is needed to generate test voices")
 
 LESSAC = "piper_config_en_US-lessac-medium"

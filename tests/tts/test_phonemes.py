@@ -1,4 +1,4 @@
-"""Phoneme ids equal piper-phonemize's ``phoneme_ids_espeak``, sentence for sentence."""
+"""Phoneme ids equal piper-tts 1.8's (its espeak-ng phonemizer and phonemes_to_ids), sentence for sentence."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import piper_phonemize
 import pytest
 
+from tests.tts.reference import DEFAULT_PHONEME_ID_MAP, piper_ids, piper_phonemes
 from voiced.tts.config import VoiceConfig, VoiceSettings
 from voiced.tts.errors import TextError
 from voiced.tts.phonemes import EspeakPhonemizer, phonemes_to_ids
@@ -32,8 +32,8 @@ TEXTS = [
 
 
 def reference_ids(text: str, voice: str = "en-us") -> list[list[int]]:
-    """What Piper's training pipeline feeds its models: piper-phonemize end to end."""
-    return [piper_phonemize.phoneme_ids_espeak(s) for s in piper_phonemize.phonemize_espeak(text, voice) if s]
+    """What piper-tts feeds its models with its default id map (the self-made test voices use it)."""
+    return piper_ids(text, voice)
 
 
 def test_the_reference_splits_into_sentences_as_voiced_expects() -> None:
@@ -42,19 +42,19 @@ def test_the_reference_splits_into_sentences_as_voiced_expects() -> None:
 
 
 @pytest.mark.parametrize("config_name", ["lessac_medium", "lessac_low"])
-def test_ids_equal_piper_phonemize_with_the_real_lessac_configs(config_name: str, request: pytest.FixtureRequest,
+def test_ids_equal_piper_tts_with_the_real_lessac_configs(config_name: str, request: pytest.FixtureRequest,
                                                                 tmp_path: Path) -> None:
     config = VoiceConfig.from_dict(request.getfixturevalue(config_name))
     phonemizer = EspeakPhonemizer(config.espeak_voice)
     for text in TEXTS:
         ours = [phonemes_to_ids(s, config.phoneme_id_map) for s in phonemizer.phonemize(text) if s]
-        assert ours == reference_ids(text), text
+        assert ours == piper_ids(text, id_map=config.phoneme_id_map), text
 
 
-def test_ids_through_the_voice_equal_piper_phonemize(lessac_id_voice: Path) -> None:
+def test_ids_through_the_voice_equal_piper_tts(lessac_id_voice: Path) -> None:
     voice = PiperVoice.load(lessac_id_voice)
     for text in TEXTS:
-        assert [list(s.ids) for s in voice.sentences(text)] == reference_ids(text), text
+        assert [list(s.ids) for s in voice.sentences(text)] == piper_ids(text, id_map=voice.config.phoneme_id_map), text
 
 
 def test_ids_with_the_self_made_config(id_voice: Path) -> None:
@@ -71,9 +71,11 @@ def test_piper_convention_bos_pad_eos() -> None:
     assert phonemes_to_ids([], id_map) == [1, 0, 2]
     # phoneme_map substitutes before the lookup
     assert phonemes_to_ids(["c"], id_map, {"c": ("a", "b")}) == [1, 0, 5, 0, 6, 7, 0, 2]
-    # unknown phonemes are skipped exactly as piper-phonemize skips them
-    assert phonemes_to_ids(["🙂", "a"], {k: tuple(v) for k, v in piper_phonemize.get_espeak_map().items()}) == \
-        piper_phonemize.phoneme_ids_espeak(["🙂", "a"])
+    # unknown phonemes are skipped exactly as piper-tts skips them
+    from piper.phoneme_ids import phonemes_to_ids as piper_phonemes_to_ids
+
+    assert phonemes_to_ids(["🙂", "a"], {k: tuple(v) for k, v in DEFAULT_PHONEME_ID_MAP.items()}) == \
+        piper_phonemes_to_ids(["🙂", "a"])
 
 
 def test_empty_and_unspeakable_text_are_errors(id_voice: Path) -> None:
@@ -107,7 +109,7 @@ def test_long_sentence_is_synthesized_in_parts(id_voice: Path) -> None:
     text = "This sentence runs on and on, with clauses, and more clauses, and yet more words without any end"
     sentences = voice.sentences(text)
     assert len(sentences) > 1 and all(len(s.phonemes) <= 40 for s in sentences)
-    whole: Any = piper_phonemize.phonemize_espeak(text, "en-us")[0]
+    whole: Any = piper_phonemes(text)[0]
     assert "".join(p for s in sentences for p in s.phonemes).replace(" ", "") == "".join(whole).replace(" ", "")
 
 
@@ -118,6 +120,8 @@ def test_text_phoneme_voices_use_codepoints(self_config: dict[str, Any], tmp_pat
     config["phoneme_id_map"] = {**{c: [i + 3] for i, c in enumerate("abcdefghijklmnopqrstuvwxyz .,!?")},
                                 "_": [0], "^": [1], "$": [2]}
     voice = PiperVoice.load(make_voice(tmp_path / "text", config, "ids"))
-    expected = [phonemes_to_ids(s, voice.config.phoneme_id_map) for s in piper_phonemize.phonemize_codepoints("Hi there. Bye!")]
-    # piper-phonemize does not split codepoint text into sentences: one model call, as in Piper
+    import unicodedata
+
+    # piper-tts: text voices take the NFD codepoints, no sentence split: one model call
+    expected = [phonemes_to_ids(list(unicodedata.normalize("NFD", "Hi there. Bye!")), voice.config.phoneme_id_map)]
     assert [list(s.ids) for s in voice.sentences("Hi there. Bye!")] == expected and len(expected) == 1

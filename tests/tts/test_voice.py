@@ -12,7 +12,7 @@ import pytest
 from tests.tts.test_phonemes import reference_ids
 from tests.tts.voicegen import decode_id_audio, decode_split_id_audio
 from voiced.errors import ConfigError
-from voiced.tts.audio import AudioChunk, float_to_int16, peak_gain
+from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceSettings
 from voiced.tts.errors import TextError
 from voiced.tts.model import Encoded, ModelInputs, SplitModel, WholeModel, chunk_plan
@@ -23,10 +23,14 @@ LONG = ("This is a fairly long sentence that will need quite a few chunks of dec
         "wouldn't you agree? Yes.")
 
 
-def piper_int16(audio: np.ndarray) -> np.ndarray:
-    """Piper's audio_float_to_int16 (src/python_run/piper/util.py), restated as the reference."""
-    scaled = audio * (32767.0 / max(0.01, np.max(np.abs(audio))))
-    return np.clip(scaled, -32767.0, 32767.0).astype("int16")
+def piper_int16(audio: np.ndarray, volume: float = 1.0) -> np.ndarray:
+    """piper-tts 1.8's int16 of one sentence: its normalization and volume, then its own AudioChunk conversion."""
+    from piper.voice import AudioChunk as PiperChunk
+
+    peak = np.max(np.abs(audio))
+    audio = np.zeros_like(audio) if peak < 1e-8 else audio / peak
+    audio = np.clip(audio * volume if volume != 1.0 else audio, -1.0, 1.0).astype(np.float32)
+    return PiperChunk(22050, 2, 1, audio, [], []).audio_int16_array
 
 
 def test_each_sentence_reaches_the_model_with_pipers_inputs(lessac_id_voice: Path) -> None:
@@ -62,8 +66,8 @@ def test_float_to_int16_is_pipers() -> None:
         audio = (rng.standard_normal(5000) * scale).astype(np.float32)
         np.testing.assert_array_equal(float_to_int16(audio), piper_int16(audio))
     audio = (rng.standard_normal(100) * 0.3).astype(np.float32)
-    np.testing.assert_array_equal(float_to_int16(audio, volume=0.5),
-                                  (audio * np.float32(peak_gain(audio)) * np.float32(0.5)).astype(np.int16))
+    np.testing.assert_array_equal(float_to_int16(audio, volume=0.5), piper_int16(audio, 0.5))
+    assert not float_to_int16(np.zeros(10, np.float32)).any()  # silence stays silence
 
 
 def test_chunks_are_pipers_int16_of_the_model_output(id_voice: Path) -> None:
@@ -196,7 +200,7 @@ def test_split_voice_keeps_one_gain_per_sentence(wide_split_voice: Path) -> None
     text = LONG.split("?")[0] + "?"
     chunks: list[AudioChunk] = list(voice.synthesize(text))
     assert len(chunks) == len(floats)
-    expected = float_to_int16(np.concatenate(floats), gain=peak_gain(floats[0]))
+    expected = float_to_int16(np.concatenate(floats), peak=audio_peak(floats[0]))
     np.testing.assert_array_equal(np.concatenate([c.samples for c in chunks]), expected)
 
 

@@ -63,8 +63,8 @@ SID_SCALE = 64.0
 
 
 def espeak_config(sample_rate: int = 16000, num_speakers: int = 1) -> dict[str, Any]:
-    """A self-made Piper config: espeak-ng en-us, piper-phonemize's own espeak id map (256 symbols)."""
-    import piper_phonemize
+    """A self-made Piper config: espeak-ng en-us, piper-tts's own default id map (256 symbols)."""
+    from piper.phoneme_ids import DEFAULT_PHONEME_ID_MAP
 
     config: dict[str, Any] = {
         "audio": {"sample_rate": sample_rate, "quality": "test"},
@@ -72,7 +72,7 @@ def espeak_config(sample_rate: int = 16000, num_speakers: int = 1) -> dict[str, 
         "inference": {"noise_scale": 0.667, "length_scale": 1.0, "noise_w": 0.8},
         "phoneme_type": "espeak",
         "phoneme_map": {},
-        "phoneme_id_map": {k: list(v) for k, v in piper_phonemize.get_espeak_map().items()},
+        "phoneme_id_map": {k: list(v) for k, v in DEFAULT_PHONEME_ID_MAP.items()},
         "num_symbols": 256,
         "num_speakers": 1,
         "speaker_id_map": {},

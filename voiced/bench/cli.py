@@ -56,6 +56,10 @@ def add_bench_parser(sub: Any) -> None:
                    help="voice.onnx, or a folder (one voice, or encoder.onnx + decoder.onnx)")
     b.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
     b.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default: %(default)s)")
+    b.add_argument("--reference", action="store_true",
+                   help="piper-tts on the same voice side by side (a whole-model .onnx voice; needs piper-tts)")
+    b.add_argument("--asr-model", type=Path, metavar="DIR",
+                   help="round trip: Whisper (or transducer) directory that transcribes both voices' speech")
     b.set_defaults(func=_tts)
 
     b = bsub.add_parser("llm", help="the LLM fallback's time to intent and token rates",
@@ -121,7 +125,8 @@ def _service(args: argparse.Namespace) -> int:
 def _tts(args: argparse.Namespace) -> int:
     from voiced.bench.tts import bench_tts
 
-    return _print(bench_tts(args.voices, args.threads, args.repeats))
+    return _print(bench_tts(args.voices, args.threads, args.repeats, reference=args.reference,
+                            asr_model=args.asr_model))
 
 
 def _llm(args: argparse.Namespace) -> int:

@@ -68,8 +68,9 @@ def _one_call(voice: Any, ids: list[int]) -> tuple[float, float]:
 
 
 def bench_voice(path: Path, threads: int = 1, repeats: int = 3,
-                texts: Mapping[str, str] = TEXTS) -> dict[str, Any]:
-    """Figures for one voice (see the module docstring)."""
+                texts: Mapping[str, str] = TEXTS, reference: bool = False,
+                asr_model: Path | None = None) -> dict[str, Any]:
+    """Figures for one voice (see the module docstring); ``reference``: piper-tts side by side."""
     from voiced.runtime.onnx import SessionOptions
     from voiced.tts.config import VoiceSettings
     from voiced.tts.voice import PiperVoice
@@ -84,6 +85,11 @@ def bench_voice(path: Path, threads: int = 1, repeats: int = 3,
                     if voice.streaming else "whole model"),
         "texts": {},
     }
+    ref = None
+    if reference:
+        from voiced.bench import tts_reference
+
+        ref = tts_reference.load_piper(Path(path), threads)
     for name, text in texts.items():
         ids = _one_call_ids(voice, text)
         _streamed(voice, text)  # warm-up: first runs allocate
@@ -101,16 +107,29 @@ def bench_voice(path: Path, threads: int = 1, repeats: int = 3,
                          "rtf": round(one_call_s / one_audio_s, 4) if one_audio_s else None},
             "first_audio_vs_one_call": round(first / one_call_s, 3) if one_call_s else None,
         }
+        if ref is not None:
+            theirs = tts_reference.piper_text_figures(ref, text, repeats)
+            out["texts"][name]["piper_tts"] = theirs
+            out["texts"][name]["first_audio_vs_piper_tts"] = round(first / theirs["first_audio_s"], 3)
+            out["texts"][name]["rtf_vs_piper_tts"] = round(total / theirs["total_s"], 3)
+    if ref is not None:
+        out["processes"] = {name: tts_reference.processes(Path(path), text, threads) for name, text in texts.items()}
+    if asr_model is not None:
+        from voiced.bench import tts_reference
+
+        out["round_trip"] = tts_reference.round_trip(Path(path), asr_model, threads=threads)
     return out
 
 
 def bench_tts(voices: Sequence[Path], threads: int = 1, repeats: int = 3,
-              texts: Mapping[str, str] = TEXTS) -> dict[str, Any]:
+              texts: Mapping[str, str] = TEXTS, reference: bool = False,
+              asr_model: Path | None = None) -> dict[str, Any]:
     """Figures for each voice, with the machine they were taken on."""
     import onnxruntime
 
     return {
         "machine": {"cpu": cpu_model(), "python": platform.python_version(),
                     "onnxruntime": onnxruntime.__version__, "threads": threads, "repeats": repeats},
-        "voices": [bench_voice(Path(v), threads, repeats, texts) for v in voices],
+        "date": time.strftime("%Y-%m-%d"),
+        "voices": [bench_voice(Path(v), threads, repeats, texts, reference, asr_model) for v in voices],
     }

@@ -11,12 +11,12 @@ import numpy as np
 from voiced.audio.resample import to_mono
 from voiced.audio.wav import read_wav
 
-__all__ = ["MAX_WAV_VALUE", "AudioChunk", "float_to_int16", "peak_gain", "wav_to_chunk"]
+__all__ = ["MAX_WAV_VALUE", "AudioChunk", "audio_peak", "float_to_int16", "wav_to_chunk"]
 
 MAX_WAV_VALUE = 32767.0
 """Full scale of Piper's int16 output."""
-_MIN_PEAK = 0.01
-"""Piper never amplifies by more than 1 / 0.01: near-silence stays near-silent."""
+_SILENT_PEAK = 1e-8
+"""A peak below this is silence (piper-tts: no division by ~zero)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,23 +57,25 @@ class AudioChunk:
         return self.samples.astype("<i2", copy=False).tobytes()
 
 
-def peak_gain(audio: np.ndarray) -> float:
-    """Piper's normalization factor: full scale over the peak, the peak counted as at least 0.01."""
-    return MAX_WAV_VALUE / max(_MIN_PEAK, float(np.max(np.abs(audio)))) if audio.size else MAX_WAV_VALUE / _MIN_PEAK
+def audio_peak(audio: np.ndarray) -> float:
+    """The largest absolute sample (0 for no samples): what Piper normalizes a sentence by."""
+    return float(np.max(np.abs(audio))) if audio.size else 0.0
 
 
-def float_to_int16(audio: np.ndarray, gain: float | None = None, volume: float = 1.0) -> np.ndarray:
-    """Model output → int16 as Piper does it: scale, clip to ±32767, truncate toward zero.
+def float_to_int16(audio: np.ndarray, peak: float | None = None, volume: float = 1.0) -> np.ndarray:
+    """Model output → int16 as piper-tts 1.8 does it: divide by the peak, volume, clip to ±1, × 32767, truncate.
 
-    ``gain`` defaults to :func:`peak_gain` of ``audio`` itself (Piper normalizes every
-    model call to full scale); a split voice passes the gain it chose for the whole
-    sentence so chunk joins stay continuous. ``volume`` scales after normalization.
+    ``peak`` defaults to :func:`audio_peak` of ``audio`` itself (Piper normalizes every
+    sentence to full scale; near-silence, a peak under 1e-8, becomes silence); a split voice
+    passes the peak it chose for the whole sentence so chunk joins stay continuous.
     """
     x = np.asarray(audio, dtype=np.float32)
-    scaled = x * np.float32(peak_gain(x) if gain is None else gain)
+    peak = audio_peak(x) if peak is None else peak
+    y = np.zeros_like(x) if peak < _SILENT_PEAK else x / np.float32(peak)
     if volume != 1.0:
-        scaled = scaled * np.float32(volume)
-    return np.clip(scaled, -MAX_WAV_VALUE, MAX_WAV_VALUE).astype(np.int16)
+        y = y * np.float32(volume)
+    y = np.clip(y, -1.0, 1.0).astype(np.float32)
+    return np.clip(y * MAX_WAV_VALUE, -MAX_WAV_VALUE, MAX_WAV_VALUE).astype(np.int16)
 
 
 def wav_to_chunk(data: bytes) -> AudioChunk:

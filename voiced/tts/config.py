@@ -39,7 +39,7 @@ class PhonemeType(Enum):
     """How text becomes phonemes (``phoneme_type`` in the config)."""
 
     ESPEAK = "espeak"
-    """espeak-ng IPA phonemes (piper-phonemize's bundled espeak-ng)."""
+    """espeak-ng IPA phonemes (the espeak-ng that piper-tts bundles: the ``voiced[tts]`` extra)."""
     TEXT = "text"
     """The text's own Unicode codepoints, case-folded."""
 
@@ -80,6 +80,8 @@ class VoiceConfig:
     """Default phoneme-duration noise (``inference.noise_w``)."""
     language: str | None = None
     """``language.code`` (e.g. ``en_US``), informational."""
+    vowel_clusters: frozenset[tuple[str, ...]] = frozenset()
+    """Runs of phonemes the model takes as one (``vowel_clusters``, e.g. ``["a", "ɪ"]``); usually none."""
 
     def __post_init__(self) -> None:
         if not _is_int(self.sample_rate) or not 4_000 <= self.sample_rate <= 192_000:
@@ -143,6 +145,8 @@ class VoiceConfig:
             length_scale=inference.get("length_scale", _DEFAULT_LENGTH_SCALE),
             noise_w=inference.get("noise_w", _DEFAULT_NOISE_W),
             language=language.get("code"),
+            vowel_clusters=frozenset(tuple(str(p) for p in _as_list(c, "vowel_clusters"))
+                                     for c in _as_list(data.get("vowel_clusters", []), "vowel_clusters")),
         )
 
     @classmethod

@@ -10,10 +10,10 @@ phonemized when ``synthesize`` is called (so bad text raises there, not at the f
 ``next``); sentences are synthesized only as the generator is consumed, so the first
 sentence can play while the rest is being synthesized.
 
-Loudness: a whole-model voice normalizes every sentence to full scale exactly as Piper
-does (``audio_float_to_int16``). A split voice cannot know a sentence's peak before
-decoding all of it; it takes the gain Piper's rule gives its first chunk and keeps it
-for the whole sentence (Piper's own streaming script normalizes every chunk on its own,
+Loudness: a whole-model voice normalizes every sentence to full scale exactly as piper-tts
+1.8 does (divide by the peak, clip, × 32767). A split voice cannot know a sentence's peak
+before decoding all of it; it takes its first chunk's peak and keeps it for the whole
+sentence (Piper's own streaming script normalizes every chunk on its own,
 which makes the level jump at the joins); later peaks above full scale clip.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.tts.audio import AudioChunk, float_to_int16, peak_gain
+from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceConfig, VoiceSettings
 from voiced.tts.errors import TextError
 from voiced.tts.model import ModelInputs, SplitModel, WholeModel, chunk_plan
@@ -221,13 +221,13 @@ class PiperVoice:
                 continue
             encoded = model.encode(inputs)
             plan = chunk_plan(encoded.frames, self.settings.chunk_frames, self.settings.chunk_padding)
-            gain: float | None = None
+            peak: float | None = None
             for i, span in enumerate(plan):
                 audio = model.decode_span(encoded, span)
-                if gain is None:
-                    gain = peak_gain(audio)
+                if peak is None:
+                    peak = audio_peak(audio)
                 final = i == len(plan) - 1
-                yield self._chunk(float_to_int16(audio, gain=gain, volume=r.volume), sentence, final,
+                yield self._chunk(float_to_int16(audio, peak=peak, volume=r.volume), sentence, final,
                                   silence if final else 0)
 
     def _chunk(self, pcm: np.ndarray, sentence: Sentence, final: bool, silence: int) -> AudioChunk:
