@@ -244,13 +244,20 @@ def _check_models(config: Any, options: DoctorOptions) -> list[Check]:
         checks.append(Check("asr.model", CheckStatus.WARN, "not set: no local speech recognition",
                             "install one with `voiced models` and set asr.model"))
     else:
+        from voiced.asr.whisper_model import WhisperFiles, is_whisper_dir
+
         try:
-            found = ModelFiles.find(asr_model)
+            if is_whisper_dir(asr_model):
+                whisper = WhisperFiles.find(asr_model)
+                parts: tuple[Path, ...] = (whisper.encoder, whisper.decoder)
+            else:
+                found = ModelFiles.find(asr_model)
+                parts = (found.encoder, found.decoder, found.joiner)
         except VoicedError as exc:
             checks.append(Check("asr.model", CheckStatus.FAIL, str(exc),
                                 "install it with `voiced models` or correct asr.model"))
         else:
-            files += [("asr.model", p) for p in (found.encoder, found.decoder, found.joiner)]
+            files += [("asr.model", p) for p in parts]
     verify = _verifier()
     for key, path in files:
         checks.append(_check_model_file(key, path, verify, options.load_models))
