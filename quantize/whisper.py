@@ -47,7 +47,7 @@ from voiced.asr.whisper_model import WhisperFiles, WhisperModel
 from voiced.errors import ConfigError, ModelError
 from voiced.runtime.onnx import SessionOptions
 
-__all__ = ["SHERPA_WHISPER_OPS", "WhisperReport", "whisper_fp32_files", "quantize_whisper"]
+__all__ = ["SHERPA_WHISPER_OPS", "WhisperReport", "quantize_whisper", "whisper_fp32_files"]
 
 log = logging.getLogger(__name__)
 
