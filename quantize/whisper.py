@@ -47,7 +47,7 @@ from voiced.asr.whisper_model import WhisperFiles, WhisperModel
 from voiced.errors import ConfigError, ModelError
 from voiced.runtime.onnx import SessionOptions
 
-__all__ = ["SHERPA_WHISPER_OPS", "WhisperReport", "whisper_fp32_files", "quantize_whisper"]
+__all__ = ["SHERPA_WHISPER_OPS", "WhisperReport", "quantize_whisper", "whisper_fp32_files"]
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,8 @@ def _quiet_manifest_check() -> Iterator[None]:
 
 
 def _encoder_feeds(model: WhisperModel, items: Sequence[Any], limit: int, tail: int) -> list[Feeds]:
-    """Encoder inputs as the recognizer builds them: Whisper log-mel + ``tail`` zero frames (≤ 30 s)."""
+    """Encoder inputs as the recognizer builds them: Whisper log-mel + ``tail`` zero frames (≤ 30 s).
+    ``tail`` = MAX_FRAMES pads every input to the full 30 s window (one shape, as calibration needs)."""
     feeds = []
     for item in items:
         mel = log_mel(load_audio(item.path), model.n_mels)
@@ -182,7 +183,8 @@ def _compare(fp32: WhisperRecognizer, int8: WhisperRecognizer, items: Sequence[A
         accuracy = (1 - errors["fp32"] / words, 1 - errors["int8"] / words)
     task = TaskResult(
         metric="token agreement (1 - token edit distance / FP32 tokens)",
-        agreement=1 - edits / total if total else 1.0, count=total,
+        # more edits than FP32 tokens (INT8 babbling) is no agreement at all, not a negative one
+        agreement=max(0.0, 1 - edits / total) if total else 1.0, count=total,
         details={"identical": same, "utterances": n, "token_edits": edits},
         accuracy_fp32=accuracy[0], accuracy_int8=accuracy[1],
     )
@@ -227,10 +229,13 @@ def quantize_whisper(
             if not options.preprocess:
                 onnx.save(model, str(pre))
             info = describe(load_onnx(pre), src)
-            choice = choose_method(info, options.method, has_calibration=part == "encoder")
-            if part == "decoder" and choice.method is Method.STATIC:
-                raise ConfigError("--method", "the Whisper decoder (self-attention cache, one token per call) is"
-                                  " quantized dynamically only; use --method dynamic or auto")
+            requested = options.method
+            if part == "decoder" and requested is Method.STATIC:
+                # Its inputs are a growing token context and a 448-row cache: one calibration set
+                # cannot stand for them, and sherpa-onnx's own INT8 decoder is dynamic too.
+                say("decoder: --method static applies to the encoder; the decoder is quantized dynamically")
+                requested = Method.DYNAMIC
+            choice = choose_method(info, requested, has_calibration=part == "encoder")
             say(f"{part}: method {choice.method.value}: {choice.reason}")
             part_options = options
             if choice.method is Method.DYNAMIC and not options.op_types:
@@ -238,7 +243,8 @@ def quantize_whisper(
             feeds: list[Feeds] = []
             if choice.method is Method.STATIC:
                 say(f"encoder: calibrating on {len(cal_items)} files through the Whisper front end")
-                feeds = _encoder_feeds(fp32_model, cal_items, options.max_calibration, config.tail_padding_frames)
+                # onnxruntime's calibrators stack each tensor over the inputs, so they must share a shape
+                feeds = _encoder_feeds(fp32_model, cal_items, options.max_calibration, MAX_FRAMES)
             say(f"{part}: quantizing ({choice.method.value}) -> {outputs[part]}")
             params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
             params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"

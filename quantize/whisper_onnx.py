@@ -30,7 +30,7 @@ from quantize.whisper_ct2 import WhisperDims
 if TYPE_CHECKING:
     from transformers import WhisperForConditionalGeneration
 
-__all__ = ["ENCODER_INPUTS", "ENCODER_OUTPUTS", "DECODER_INPUTS", "DECODER_OUTPUTS", "OPSET", "export_onnx", "set_metadata"]
+__all__ = ["DECODER_INPUTS", "DECODER_OUTPUTS", "ENCODER_INPUTS", "ENCODER_OUTPUTS", "OPSET", "export_onnx", "set_metadata"]
 
 log = logging.getLogger(__name__)
 

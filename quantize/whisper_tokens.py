@@ -28,7 +28,7 @@ __all__ = ["WhisperVocabulary", "byte_decoder", "encoder_metadata", "read_vocabu
 
 # openai-whisper's Tokenizer.non_speech_tokens: symbols whose tokens Whisper's decoding may suppress.
 _NON_SPEECH_SYMBOLS = list('"#()*+/:;<=>@[\\]^_`{|}~「」『』') + (
-    "<< >> <<< >>> -- --- -( -[ (' (\" (( )) ((( ))) [[ ]] {{ }} ♪♪ ♪♪♪".split()
+    ["<<", ">>", "<<<", ">>>", "--", "---", "-(", "-[", "('", '("', "((", "))", "(((", ")))", "[[", "]]", "{{", "}}", "♪♪", "♪♪♪"]
 )
 _MISCELLANEOUS = set("♩♪♫♬♭♮♯")
 

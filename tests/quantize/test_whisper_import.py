@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,45 @@ def test_every_variable_is_mapped(ct2_whisper: Path) -> None:
     assert "model.decoder.layers.3.encoder_attn.k_proj.bias" not in state  # Whisper's keys have no bias
     assert state["model.encoder.embed_positions.weight"].shape == (dims.n_audio_ctx, d)
     assert ct2.aliases == {"decoder/projection/weight": "decoder/embeddings/weight"}
+
+
+def _ct2_bytes(variables: dict[str, np.ndarray], aliases: dict[str, str]) -> bytes:
+    """A model.bin in CTranslate2's layout (binary version 6), written independently of quantize.ct2."""
+    ids = {np.dtype("<f4"): 0, np.dtype("i1"): 1, np.dtype("<i2"): 2, np.dtype("<i4"): 3, np.dtype("<f2"): 4}
+
+    def string(text: str) -> bytes:
+        raw = text.encode() + b"\0"
+        return struct.pack("<H", len(raw)) + raw
+
+    out = [struct.pack("<I", 6), string("WhisperSpec"), struct.pack("<I", 3), struct.pack("<I", len(variables))]
+    for name, value in variables.items():
+        data = np.ascontiguousarray(value).tobytes()
+        out += [string(name), struct.pack("<B", value.ndim), *(struct.pack("<I", d) for d in value.shape),
+                struct.pack("<B", ids[value.dtype]), struct.pack("<I", len(data)), data]
+    out.append(struct.pack("<I", len(aliases)))
+    out += [string(a) + string(t) for a, t in aliases.items()]
+    return b"".join(out)
+
+
+def test_a_variable_left_over_is_an_error(ct2_whisper: Path, tmp_path: Path) -> None:
+    from voiced.errors import ModelError
+
+    ct2 = read_ct2_model(ct2_whisper)
+    extra = {**ct2.variables, "decoder/layer_9/ffn/extra/weight": np.ones((2, 2), np.float16)}
+    path = tmp_path / "model.bin"
+    path.write_bytes(_ct2_bytes(extra, ct2.aliases))
+    again = read_ct2_model(path)
+    assert again.variables.keys() == extra.keys() and again.aliases == ct2.aliases
+    np.testing.assert_array_equal(again.variables["encoder/conv1/weight"], ct2.variables["encoder/conv1/weight"])
+    with pytest.raises(ModelError, match="1 variables were not mapped: decoder/layer_9/ffn/extra/weight"):
+        map_variables(again, dims_of(again))
+    bad_bias = dict(ct2.variables)
+    fused = bad_bias["encoder/layer_0/self_attention/linear_0/bias"].copy()
+    fused[400] = 1.0  # inside the key block, which Whisper has no bias for
+    bad_bias["encoder/layer_0/self_attention/linear_0/bias"] = fused
+    path.write_bytes(_ct2_bytes(bad_bias, ct2.aliases))
+    with pytest.raises(ModelError, match="non-zero bias for model.encoder.layers.0.self_attn.k_proj"):
+        map_variables(read_ct2_model(path), dims_of(ct2))
 
 
 def test_onnx_layout_metadata_and_tokens(whisper_model_dir: Path, ct2_whisper: Path) -> None:
@@ -133,11 +173,11 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, ct2_whisper: Path) -> None:
         read_ct2_model(broken)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = subprocess.run([sys.executable, "-m", "quantize", "import-ct2", str(broken), str(tmp_path / "out"), "-q"],
-                         capture_output=True, text=True, env=env, timeout=120)
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
     assert run.returncode == 2 and "truncated" in run.stderr and str(broken / "model.bin") in run.stderr
     (broken / "vocabulary.txt").unlink()
     run = subprocess.run([sys.executable, "-m", "quantize", "import-ct2", str(broken), str(tmp_path / "out"), "-q"],
-                         capture_output=True, text=True, env=env, timeout=120)
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
     assert run.returncode == 2 and "vocabulary.txt missing" in run.stderr
 
 
