@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from voiced.asr.recognizer import RecognitionResult, Recognizer, RecognizerConfig
+from voiced.asr.recognizer import Recognizer, RecognizerConfig
+from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_model import is_whisper_dir
 from voiced.runtime.onnx import SessionOptions

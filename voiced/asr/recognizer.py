@@ -21,6 +21,7 @@ import numpy as np
 from voiced.asr.context import ContextGraph
 from voiced.asr.features import FbankConfig, OnlineFeatures
 from voiced.asr.model import TransducerModel
+from voiced.asr.result import RecognitionResult, ResultBuilder
 from voiced.asr.search import (
     BeamSearch,
     BeamState,
@@ -28,7 +29,6 @@ from voiced.asr.search import (
     GreedyState,
     Hypothesis,
     SearchMethod,
-    confidence,
 )
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
@@ -73,19 +73,6 @@ class RecognizerConfig:
             raise ConfigError("asr.threads", f"must be at least 1, got {self.threads}")
 
 
-@dataclass(frozen=True)
-class RecognitionResult:
-    """What a stream has recognized so far."""
-
-    text: str
-    tokens: tuple[str, ...]
-    token_ids: tuple[int, ...]
-    timestamps: tuple[float, ...]
-    """Start of each token in seconds since the stream began."""
-    confidence: float
-    """Mean token probability, 0..1."""
-
-
 class Stream:
     """Per-utterance state: features, encoder states, search state."""
 
@@ -101,6 +88,7 @@ class Stream:
         self.states = rec.model.initial_states()
         self.processed_frames = 0
         self.finished = False
+        self.results = ResultBuilder(rec.model.tokens, FRAME_SHIFT_S * SUBSAMPLING)
         self.search_state: GreedyState | BeamState = (
             rec.search.start(self._graph) if isinstance(rec.search, BeamSearch) else rec.search.start()
         )
@@ -180,17 +168,10 @@ class Recognizer:
         return self.result(stream)
 
     def result(self, stream: Stream) -> RecognitionResult:
+        """The stream's result so far; only tokens new since the last call are turned into text."""
         state = stream.search_state
         if isinstance(state, BeamState):
             hyp: Hypothesis = self.search.best(state, final=stream.finished)  # type: ignore[call-arg]
         else:
             hyp = state.hyp
-        tokens = self.model.tokens
-        step = FRAME_SHIFT_S * SUBSAMPLING
-        return RecognitionResult(
-            text=tokens.text(hyp.tokens),
-            tokens=tuple(tokens.symbols(hyp.tokens)),
-            token_ids=hyp.tokens,
-            timestamps=tuple(round(f * step, 3) for f in hyp.frames),
-            confidence=confidence(hyp),
-        )
+        return stream.results.build(hyp.tokens, hyp.frames, hyp.log_probs)

@@ -6,7 +6,6 @@ model stays shareable between streams.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -15,7 +14,7 @@ import numpy as np
 from voiced.asr.context import ContextGraph, ContextState
 from voiced.asr.model import TransducerModel
 
-__all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "SearchMethod", "confidence"]
+__all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "SearchMethod"]
 
 BLANK = 0
 
@@ -174,10 +173,3 @@ class BeamState:
     graph: ContextGraph | None = None
     cache: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
     frame_offset: int = 0
-
-
-def confidence(hyp: Hypothesis) -> float:
-    """Mean token probability in [0, 1]; 1.0 for an empty result (nothing was claimed)."""
-    if not hyp.log_probs:
-        return 1.0
-    return float(math.exp(sum(hyp.log_probs) / len(hyp.log_probs)))

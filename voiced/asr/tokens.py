@@ -8,7 +8,7 @@ from pathlib import Path
 
 from voiced.errors import ModelError
 
-__all__ = ["WORD_START", "SymbolTable"]
+__all__ = ["WORD_START", "SymbolTable", "is_punct"]
 
 WORD_START = "\u2581"
 """SentencePiece's word-boundary mark ('▁')."""
@@ -20,7 +20,8 @@ _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _PUNCT_RANGES = ((0x3001, 0x303F), (0xFF01, 0xFF0F), (0xFF1A, 0xFF20), (0xFF3B, 0xFF40), (0xFF5B, 0xFF65))
 
 
-def _is_punct(ch: str) -> bool:
+def is_punct(ch: str) -> bool:
+    """Whether ``ch`` sheds the space before it in result text."""
     if ch.isascii():
         return ch in _ASCII_PUNCT
     return any(lo <= ord(ch) <= hi for lo, hi in _PUNCT_RANGES)
@@ -75,6 +76,11 @@ class SymbolTable:
     def id(self, symbol: str) -> int | None:
         return self._by_sym.get(symbol)
 
+    @property
+    def shown(self) -> dict[int, str]:
+        """Token id → the symbol as results show it (a leading word mark becomes one space)."""
+        return self._shown
+
     def symbols(self, ids: Sequence[int]) -> list[str]:
         """Symbols of ``ids`` as results show them (word mark as a space, no ``<unk>``), like sherpa-onnx."""
         return [self._shown[i] for i in ids if i != self.unk_id]
@@ -87,11 +93,11 @@ class SymbolTable:
         """
         chars: list[str] = []
         for ch in "".join(self.symbols(ids)):
-            if chars and chars[-1] == " " and _is_punct(ch):
+            if chars and chars[-1] == " " and is_punct(ch):
                 chars.pop()
             chars.append(ch)
         text = "".join(chars).lstrip(" ")
-        return text[1:] if text and _is_punct(text[0]) else text
+        return text[1:] if text and is_punct(text[0]) else text
 
     def encode(self, phrase: str) -> list[int]:
         """Token ids for ``phrase`` (used for hotwords); empty when a word cannot be spelled.

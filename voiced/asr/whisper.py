@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voiced.asr.recognizer import RecognitionResult
+from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper_model import WhisperModel
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
