@@ -193,14 +193,15 @@ def test_transformers_model_decodes_as_faster_whisper(hf_whisper, ct2_whisper: P
     suppress = (config["suppress_ids"], config["suppress_ids_begin"])  # what faster-whisper suppresses by default
     reference = fw.WhisperModel(str(ct2_whisper), device="cpu", compute_type="float32", cpu_threads=1)
     prompt = [ids["sot"], ids["no_timestamps"]]
-    for wav in _speech_files(speech, long_file=False):
+    for i, wav in enumerate(_speech_files(speech, long_file=False)):
         samples = read_wav(wav)
         mel = whisper_mel(samples)
         ours = transformers_greedy(model, mel, prompt, ids["eot"])
         assert ours, wav
         assert ours == faster_whisper_greedy(reference, samples), wav
-        assert transformers_greedy(model, mel, prompt, ids["eot"], suppress=suppress) == \
-            faster_whisper_greedy(reference, samples, suppress=True), wav
+        if i < 3:  # jfk and misc_en (punctuation, digits) also with faster-whisper's default suppression
+            assert transformers_greedy(model, mel, prompt, ids["eot"], suppress=suppress) == \
+                faster_whisper_greedy(reference, samples, suppress=True), wav
 
 
 @needs_shared
