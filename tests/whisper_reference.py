@@ -1,9 +1,9 @@
 """Reference Whisper decoders the importer is checked against: transformers, faster-whisper, sherpa-onnx.
 
 All three decode greedily without timestamps from ``[sot] + [no_timestamps]`` (English-only
-models) and take the plain argmax: faster-whisper is run with ``suppress_blank=False`` and
-``suppress_tokens=[]`` because sherpa-onnx suppresses nothing, and the point here is that the
-*weights* agree, not the decoding heuristics.
+models). The comparisons take the plain argmax (faster-whisper with ``suppress_blank=False`` and
+``suppress_tokens=[]``), because sherpa-onnx suppresses nothing; faster-whisper's default
+suppression is also compared, with the same ids suppressed in the transformers decoding.
 
 Front ends: transformers is given faster-whisper's own log-mel (numpy, Whisper's algorithm)
 cut and padded to 3000 frames exactly as faster-whisper does for an utterance under 30 s,
@@ -70,8 +70,11 @@ def transformers_encode(model: Any, mel: np.ndarray) -> Any:
         return enc.layer_norm(x)
 
 
-def transformers_greedy(model: Any, mel: np.ndarray, prompt: list[int], eot: int, max_tokens: int = 224) -> list[int]:
-    """Argmax decoding with a transformers Whisper model (encoder once, decoder with its own KV cache)."""
+def transformers_greedy(model: Any, mel: np.ndarray, prompt: list[int], eot: int, max_tokens: int = 224,
+                        suppress: tuple[list[int], list[int]] | None = None) -> list[int]:
+    """Argmax decoding with a transformers Whisper model (encoder once, decoder with its own KV cache).
+    ``suppress`` = (always, at the first step): token ids whose logits are set to -inf, as
+    CTranslate2 does with faster-whisper's default ``suppress_tokens`` and ``suppress_blank``."""
     import torch
 
     with torch.no_grad():
@@ -83,7 +86,12 @@ def transformers_greedy(model: Any, mel: np.ndarray, prompt: list[int], eot: int
         out = model(encoder_outputs=(encoded,), decoder_input_ids=ids, use_cache=True)
         result: list[int] = []
         while len(result) < max_tokens:
-            token = int(out.logits[0, -1].argmax())
+            row = out.logits[0, -1].clone()
+            if suppress is not None:
+                row[suppress[0]] = float("-inf")
+                if not result:
+                    row[suppress[1]] = float("-inf")
+            token = int(row.argmax())
             if token == eot:
                 break
             result.append(token)
@@ -92,12 +100,13 @@ def transformers_greedy(model: Any, mel: np.ndarray, prompt: list[int], eot: int
     return result
 
 
-def faster_whisper_greedy(model: Any, samples: np.ndarray) -> list[int]:
-    """faster-whisper's tokens: beam 1, temperature 0, no timestamps, no conditioning, no VAD, no suppression."""
+def faster_whisper_greedy(model: Any, samples: np.ndarray, suppress: bool = False) -> list[int]:
+    """faster-whisper's tokens: beam 1, temperature 0, no timestamps, no conditioning, no VAD; its
+    default token suppression only with ``suppress``."""
+    extra: dict[str, Any] = {} if suppress else {"suppress_blank": False, "suppress_tokens": []}
     segments, _ = model.transcribe(
         samples, beam_size=1, temperature=0.0, without_timestamps=True, condition_on_previous_text=False,
-        vad_filter=False, suppress_blank=False, suppress_tokens=[], no_speech_threshold=None,
-        compression_ratio_threshold=None, log_prob_threshold=None,
+        vad_filter=False, no_speech_threshold=None, compression_ratio_threshold=None, log_prob_threshold=None, **extra,
     )
     return [t for s in segments for t in s.tokens]
 

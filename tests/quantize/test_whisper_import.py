@@ -189,12 +189,19 @@ def test_transformers_model_decodes_as_faster_whisper(hf_whisper, ct2_whisper: P
 
     model, _dims, vocab, _n = hf_whisper
     ids = vocab.ids()
+    config = json.loads((ct2_whisper / "config.json").read_text())
+    suppress = (config["suppress_ids"], config["suppress_ids_begin"])  # what faster-whisper suppresses by default
     reference = fw.WhisperModel(str(ct2_whisper), device="cpu", compute_type="float32", cpu_threads=1)
-    for wav in _speech_files(speech, long_file=False):
+    prompt = [ids["sot"], ids["no_timestamps"]]
+    for i, wav in enumerate(_speech_files(speech, long_file=False)):
         samples = read_wav(wav)
-        ours = transformers_greedy(model, whisper_mel(samples), [ids["sot"], ids["no_timestamps"]], ids["eot"])
+        mel = whisper_mel(samples)
+        ours = transformers_greedy(model, mel, prompt, ids["eot"])
         assert ours, wav
         assert ours == faster_whisper_greedy(reference, samples), wav
+        if i < 3:  # jfk and misc_en (punctuation, digits) also with faster-whisper's default suppression
+            assert transformers_greedy(model, mel, prompt, ids["eot"], suppress=suppress) == \
+                faster_whisper_greedy(reference, samples, suppress=True), wav
 
 
 @needs_shared
