@@ -89,6 +89,18 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="speech for the hotword figures")
     b.set_defaults(func=_intents)
 
+    b = bsub.add_parser("wake", help="wake words: detections, false accepts per hour, CPU vs openwakeword",
+                        description="openWakeWord heads on real audio: which positives fire, false accepts per"
+                        " hour on speech without the wake word, CPU per hour of audio for 1 and 4 heads beside the"
+                        " openwakeword package in the same run.")
+    b.add_argument("--models", type=Path, required=True, metavar="DIR",
+                   help="folder with melspectrogram.onnx, embedding_model.onnx and the heads")
+    b.add_argument("--positive", type=Path, nargs="*", default=[], metavar="WAV", help="clips that hold a wake word")
+    b.add_argument("--negative", type=Path, nargs="*", default=[], metavar="WAV", help="speech without one")
+    b.add_argument("--threshold", type=float, default=0.5, help="default threshold (default: %(default)s)")
+    b.add_argument("--cpu-seconds", type=float, default=300.0, help="audio used for the CPU figures")
+    b.set_defaults(func=_wake)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -96,6 +108,13 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--black-hole-repeats", type=int, default=3, help="runs against the black hole (each = the budget)")
     b.add_argument("--probe-budget", type=float, default=2.5, help="cloud.probe_budget_s")
     b.set_defaults(func=_cloud)
+
+
+def _wake(args: argparse.Namespace) -> int:
+    from voiced.bench.wake import bench_wake
+
+    return _print(bench_wake(args.models, args.positive, args.negative, args.threshold,
+                             cpu_seconds=args.cpu_seconds))
 
 
 def _asr(args: argparse.Namespace) -> int:

@@ -1,0 +1,6 @@
+"""Wake words: openWakeWord models on the capture windows (front end shared by every head)."""
+
+from voiced.wake.detector import Detection, WakeConfig, WakeDetector, WakeStream
+from voiced.wake.model import WakeHead, WakeModel
+
+__all__ = ["Detection", "WakeConfig", "WakeDetector", "WakeHead", "WakeModel", "WakeStream"]
