@@ -1,0 +1,136 @@
+"""voiced run speaks hermes/tts/say with the real joe voice and never transcribes itself (half-duplex).
+
+Real parts only: ``voiced run`` as a process, a real mosquitto, real libasound with the ALSA
+file plugin as speaker (``speaker.raw``) and as microphone (``infile`` = a FIFO this test
+writes to, in 100 ms steps, as a room would), real Whisper tiny.en and Silero. What the
+speaker plays is fed back into the microphone while the daemon is still speaking (its tail
+stands for echo and device latency); then a real human utterance follows, and then the same
+echo again once the daemon is quiet. Only the last two may be transcribed: the echo is
+perfectly audible, so hearing it when the daemon is quiet shows the silence before was muting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soxr
+
+from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
+from tests.mqtt.conftest import broker, broker_factory, subscriber_factory  # noqa: F401 (fixtures)
+from tests.mqtt.test_daemon import answered_probe, query
+from tests.support import wait_until
+from tests.tts.test_playback import playback_pcm
+from tests.tts.test_real_voice import joe_voice_path
+from voiced.audio.wav import read_wav
+
+REPO = Path(__file__).resolve().parents[2]
+STEP = 1600  # 100 ms at 16 kHz
+HUMAN = "roots_19_morris_0269.wav"  # "they were men having no country to go back to"
+
+
+class Room:
+    """Writes the microphone's FIFO in 100 ms steps: queued audio when there is some, else silence."""
+
+    def __init__(self, fifo: Path) -> None:
+        self.queue: queue.Queue[np.ndarray] = queue.Queue()
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(fifo,), daemon=True)
+        self._thread.start()
+
+    def say(self, audio: np.ndarray) -> None:
+        pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2")
+        for i in range(0, len(pcm), STEP):
+            chunk = pcm[i:i + STEP]
+            self.queue.put(np.pad(chunk, (0, STEP - len(chunk))))
+
+    def _run(self, fifo: Path) -> None:
+        silence = np.zeros(STEP, "<i2")
+        with open(fifo, "wb", buffering=0) as mic:  # blocks until the daemon opens its capture PCM
+            while not self.stop.is_set():
+                try:
+                    chunk = self.queue.get_nowait()
+                except queue.Empty:
+                    chunk = silence
+                try:
+                    mic.write(chunk.tobytes())
+                except BrokenPipeError:
+                    return
+                time.sleep(0.1)
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_real_voice_is_spoken_and_its_echo_is_never_transcribed(tmp_path, broker, subscriber_factory,
+                                                                  whisper_model_dir, models, speech) -> None:
+    voice = joe_voice_path()
+    fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
+    os.mkfifo(fifo)
+    (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker) + file_pcm("mic", fifo))
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[audio]
+source = "alsa:mic"
+[vad]
+kind = "silero"
+model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
+[asr]
+model = "{whisper_model_dir}"
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+stats_interval_s = 0.5
+[tts]
+voice = "{voice}"
+tail_ms = 4000
+[playback]
+device = "spk"
+""")
+    room = Room(fifo)
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
+               PYTHONPATH=str(REPO))
+    log = open(tmp_path / "voiced.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(tmp_path / "voiced.toml")],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        sub = subscriber_factory(broker, "#")
+        answered_probe(broker, sub)
+        query(broker, {"text": "Turn on the kitchen light.", "siteId": "kitchen", "id": "say-1"}, "hermes/tts/say")
+        sub.wait_for(lambda ms: any(t == "hermes/tts/sayFinished" for t, _, _ in ms), "sayFinished")
+        [done] = [json.loads(p) for p in sub.payloads("hermes/tts/sayFinished")]
+        assert done["id"] == "say-1" and done["siteId"] == "kitchen"
+        played = np.frombuffer(speaker.read_bytes(), "<i2").astype(np.float32) / 32768
+        assert len(played) > 22050 and np.sqrt(np.mean(played ** 2)) > 0.05  # a second and more of real speech
+        echo = soxr.resample(played, 22050, 16000).astype(np.float32)
+        room.say(echo)  # the speaker heard by the microphone while the daemon is still in its tail
+        sub.wait_for(lambda ms: any(t.endswith("/speaking") and p == b"OFF" for t, p, _ in ms[-50:]), "quiet")
+        human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+        gap = np.zeros(16000, np.float32)
+        room.say(np.concatenate([gap, human, gap, gap, echo, gap, gap]))
+        texts = [json.loads(p)["text"] for p in sub.wait_count(2, "hermes/asr/textCaptured")]
+        assert texts[0].lower().strip(".") == "they were men having no country to go back to"
+        assert "kitchen light" in texts[1].lower()  # the same echo, heard once the daemon is quiet
+        wait_until(lambda: any(json.loads(p)["counters"].get("windows_muted", 0) >= 10
+                               for p in sub.payloads("voiced/kitchen/stats")), what="muted windows counted")
+        time.sleep(1.0)
+        assert len(sub.payloads("hermes/asr/textCaptured")) == 2  # nothing from the echo during the tail
+    finally:
+        room.stop.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
