@@ -61,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                        " Every config key is documented in README.md, section Configuration.")
     p.add_argument("--config", type=Path, default=Path("/etc/voiced/voiced.toml"), metavar="FILE",
                    help="TOML configuration (default: %(default)s)")
-    p.add_argument("--listen-mode", choices=["always", "on_request"], default="always",
+    p.add_argument("--listen-mode", choices=["always", "on_request", "wake"], default="always",
                    help="always: transcribe every utterance; on_request: only inside hermes/asr/startListening"
-                   " sessions (default: %(default)s)")
+                   " sessions; wake: only the utterance after a wake word of [wake] models (default: %(default)s)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("doctor", help="check devices, models, broker, CPU governor and affinity",

@@ -21,7 +21,7 @@ from voiced.mqtt.config import MqttConfig
 from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 
-__all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection"]
+__all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection", "WakeSection"]
 
 DEFAULT_PATH = Path("/etc/voiced/voiced.toml")
 
@@ -119,6 +119,34 @@ class AsrSection:
 
 
 @dataclass(frozen=True)
+class WakeSection:
+    """openWakeWord models; used by ``voiced run --listen-mode wake``."""
+
+    models: tuple[str, ...] = ()
+    """Heads, by name in ``directory`` (e.g. "alexa_v0.1") or path; empty: no wake word."""
+    directory: Path | None = None
+    """Folder with melspectrogram.onnx, embedding_model.onnx (INT8 preferred) and the named heads."""
+    threshold: float = 0.5
+    """Score (0..1) that counts as a detection (0 false accepts at 0.3-0.7 on the real speech in ../shared)."""
+    patience: int = 1
+    """Consecutive 80 ms frames at or over the threshold before a detection."""
+    refractory_s: float = 2.0
+    """After a detection the same wake word is ignored this long."""
+    timeout_s: float = 5.0
+    """After a wake word, the session ends (sessionEnded: timeout) if no speech starts within this."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold <= 1:
+            raise ConfigError("threshold", f"must be within (0, 1], got {self.threshold}")
+        if self.patience < 1:
+            raise ConfigError("patience", f"must be at least 1, got {self.patience}")
+        if self.refractory_s < 0 or self.timeout_s <= 0:
+            raise ConfigError("timeout_s" if self.timeout_s <= 0 else "refractory_s", "must be positive")
+        if self.models and self.directory is None:
+            raise ConfigError("directory", "is required when models are given")
+
+
+@dataclass(frozen=True)
 class TtsSection:
     voice: Path | None = None
     """Piper voice: voice.onnx (with voice.onnx.json beside it) or a split encoder/decoder folder; unset: silent."""
@@ -180,6 +208,7 @@ class Config:
     cloud: CloudConfig = field(default_factory=CloudConfig)
     tts: TtsSection = field(default_factory=TtsSection)
     playback: PlaybackConfig = field(default_factory=PlaybackConfig)
+    wake: WakeSection = field(default_factory=WakeSection)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -190,7 +219,7 @@ class Config:
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
                  "hardware": HardwareSection, "llm": LlmConfig,
-                 "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig}
+                 "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig, "wake": WakeSection}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
@@ -230,5 +259,6 @@ class Config:
             daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
             llm=self.llm.relative_to(base),
             tts=replace(self.tts, voice=rel(self.tts.voice)),
+            wake=replace(self.wake, directory=rel(self.wake.directory)),
             cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
         )

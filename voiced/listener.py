@@ -67,6 +67,11 @@ class Listener:
         self._partial = ""
         self._active = False  # an utterance is open
 
+    @property
+    def active(self) -> bool:
+        """An utterance is open (speech started and not yet ended)."""
+        return self._active
+
     def events(self, chunks: Iterable[np.ndarray]) -> Iterator[ListenEvent]:
         """Events of a whole chunk stream; open utterances are closed when it ends."""
         windows = Windower(self.window_frames)

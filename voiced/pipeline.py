@@ -30,7 +30,7 @@ from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
 from voiced.cloud import CloudRouter
 from voiced.cloud.pool import CloudResult
 from voiced.config import Config
-from voiced.errors import AudioError
+from voiced.errors import AudioError, ConfigError
 from voiced.intents import Intent, IntentRecognizer
 from voiced.listener import Listener, ListenEvent, ListenEventType
 from voiced.llm import LlmFallback
@@ -59,6 +59,7 @@ from voiced.tts import (
 from voiced.tts.audio import wav_to_chunk
 from voiced.tts.requests import RequestKind
 from voiced.vad import Endpointer, SileroVad, VadKind, create_detector
+from voiced.wake import Detection, WakeConfig, WakeDetector, WakeModel
 
 __all__ = ["Daemon", "ListenMode"]
 
@@ -73,6 +74,8 @@ class ListenMode(Enum):
     """Every utterance the VAD finds is transcribed."""
     ON_REQUEST = "on_request"
     """Only utterances inside a hermes/asr/startListening session are transcribed."""
+    WAKE = "wake"
+    """Only the utterance after a wake word ([wake] models) is transcribed; VAD and ASR sleep until then."""
 
 
 class _EndOfAudio:
@@ -111,6 +114,9 @@ class Daemon:
         self._session: hermes.StartListening | None = None  # an open startListening request
         self._utterance_session: str | None = None  # sessionId of the utterance being heard
         self._speaking = False  # set by the speaker: capture is ignored meanwhile
+        self._wake_enabled = True  # hermes/hotword/toggleOff clears it
+        self._wake_session: str | None = None  # the session a wake word opened, until its utterance ends
+        self._wake_until = 0.0  # stream time by which speech must start after the wake word
         self.profile = select_profile(config.hardware.profile)
         self.notifier = notifier or SystemdNotifier()
         self.supervisor = Supervisor(notifier=self.notifier, status=self.status_line)
@@ -157,6 +163,14 @@ class Daemon:
         self.silero = None
         if cfg.vad.kind is VadKind.SILERO:
             self.silero = SileroVad.load(cfg.vad.model, self.profile.session_options(OnnxRole.VAD))
+        self.wake: WakeDetector | None = None
+        if cfg.wake.models and cfg.wake.directory is not None:
+            self.wake = WakeDetector(
+                WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=self.profile.session_options(OnnxRole.VAD)),
+                WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
+            self.wake_stream = self.wake.create_stream()
+        if self.mode is ListenMode.WAKE and self.wake is None:
+            raise ConfigError("wake.models", "listen mode 'wake' needs at least one wake word model", str(cfg.path))
         self.listener = self._new_listener()
         self.speaker: Speaker | None = None
         if cfg.tts.voice is not None:
@@ -188,6 +202,9 @@ class Daemon:
         c.subscribe(hermes.Topic.STOP_LISTENING, self._on_stop_listening)
         c.subscribe(hermes.Topic.ASR_TOGGLE_ON, self._on_toggle)
         c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
+        if self.wake is not None:
+            c.subscribe(hermes.Topic.HOTWORD_TOGGLE_ON, self._on_hotword_toggle)
+            c.subscribe(hermes.Topic.HOTWORD_TOGGLE_OFF, self._on_hotword_toggle)
         if self.speaker is not None:
             c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
             c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
@@ -285,7 +302,11 @@ class Daemon:
                     # audio is missing (dropped while we lagged, or muted): close what was open
                     events = list(self.listener.finish(expected))
                 self.counters.add("windows")
-                events += self.listener.process(item)
+                if self.wake is not None and self._wake_enabled:
+                    for detection in self.wake_stream.accept_waveform(item.samples):
+                        self._on_wake(detection, item.end)
+                if self.mode is not ListenMode.WAKE or self._listening_after_wake(item.end):
+                    events += self.listener.process(item)
                 expected = item.end
             for ev in events:
                 self._on_listen_event(ev)
@@ -330,7 +351,13 @@ class Daemon:
                 if self.mode is ListenMode.ON_REQUEST and request is None:
                     self._utterance_session = None
                     return
-                self._utterance_session = (request.session_id if request and request.session_id else str(uuid.uuid4()))
+                if self.mode is ListenMode.WAKE:
+                    self._utterance_session = self._wake_session
+                    if self._wake_session is None:
+                        return
+                else:
+                    self._utterance_session = (request.session_id if request and request.session_id
+                                               else str(uuid.uuid4()))
             self.counters.add("utterances")
             self.client.publish(topics.listening, "ON", retain=True)
             msg = hermes.session_started(self.site_id, self._utterance_session)
@@ -344,6 +371,8 @@ class Daemon:
             self.client.publish(msg.topic, msg.json())
         elif ev.type is ListenEventType.SPEECH_END:
             self.client.publish(topics.listening, "OFF", retain=True)
+            if self.mode is ListenMode.WAKE:
+                self._wake_session = None  # one utterance per wake word
         elif ev.type is ListenEventType.FINAL:
             self._on_final(ev, session)
 
@@ -466,6 +495,37 @@ class Daemon:
             self._muted = not toggle.enabled
             log.info("ASR %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
 
+
+    # -- wake words ------------------------------------------------------------------------
+
+    def _on_wake(self, detection: Detection, now: float) -> None:
+        """On the listen thread: announce the wake word; in wake mode, listen for what follows."""
+        session = str(uuid.uuid4())
+        self.counters.add("wake_detections")
+        msg = hermes.hotword_detected(detection.label, self.site_id, session, detection.score,
+                                      self.config.wake.threshold)
+        self.client.publish(msg.topic, msg.json())
+        if self.mode is ListenMode.WAKE:
+            self.listener = self._new_listener()  # a fresh endpointer: the wake word is not part of the utterance
+            self._wake_session = session
+            self._wake_until = now + self.config.wake.timeout_s
+
+    def _listening_after_wake(self, now: float) -> bool:
+        """Wake mode: feed VAD and ASR only between a wake word and the end of the utterance (or the timeout)."""
+        if self._wake_session is None:
+            return False
+        if self.listener.active or now <= self._wake_until:
+            return True
+        self.counters.add("wake_timeouts")
+        self._end_session(self._wake_session, hermes.TerminationReason.TIMEOUT)
+        self._wake_session = None
+        return False
+
+    def _on_hotword_toggle(self, topic: str, payload: bytes) -> None:
+        toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.HOTWORD_TOGGLE_ON)
+        if hermes.for_site(toggle, self.site_id):
+            self._wake_enabled = toggle.enabled
+            log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
 
     # -- speech out (hermes/tts/say, playBytes) ---------------------------------------------
 

@@ -30,6 +30,7 @@ from voiced.mqtt.hermes_out import (
     AsrToken,
     HermesMessage,
     TerminationReason,
+    hotword_detected,
     intent_not_recognized,
     nlu_intent,
     partial_text_captured,
@@ -44,6 +45,7 @@ from voiced.mqtt.hermes_topics import (
     DEFAULT_SITE,
     Topic,
     for_site,
+    hotword_detected_topic,
     intent_name_from_topic,
     intent_topic,
     play_bytes_topic,
@@ -53,7 +55,8 @@ from voiced.mqtt.hermes_topics import (
 
 __all__ = [
     "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "StartListening",
-    "StopListening", "TerminationReason", "Topic", "TtsSay", "for_site", "intent_name_from_topic",
+    "StopListening", "TerminationReason", "Topic", "TtsSay", "for_site", "hotword_detected", "hotword_detected_topic",
+    "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
     "play_finished", "play_finished_topic", "say_finished", "session_ended", "session_started",

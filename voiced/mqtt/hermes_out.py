@@ -14,10 +14,10 @@ from enum import StrEnum
 from typing import Any
 
 from voiced.intents import Intent, SlotKind
-from voiced.mqtt.hermes_topics import Topic, intent_topic, play_finished_topic
+from voiced.mqtt.hermes_topics import Topic, hotword_detected_topic, intent_topic, play_finished_topic
 
 __all__ = [
-    "AsrToken", "HermesMessage", "TerminationReason", "intent_not_recognized", "nlu_intent",
+    "AsrToken", "HermesMessage", "TerminationReason", "hotword_detected", "intent_not_recognized", "nlu_intent",
     "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
     "text_captured", "tokens_from_text",
 ]
@@ -217,6 +217,15 @@ def session_ended(
         "customData": custom_data,
     }
     return HermesMessage(Topic.SESSION_ENDED, payload)
+
+
+def hotword_detected(wakeword_id: str, site_id: str, session_id: str, score: float, sensitivity: float,
+                     model_version: str = "") -> HermesMessage:
+    """``hermes/hotword/<wakewordId>/detected`` (Rhasspy 2.5), with the detection's score as ``score``."""
+    payload = {"modelId": wakeword_id, "modelVersion": model_version, "modelType": "universal",
+               "currentSensitivity": sensitivity, "siteId": site_id, "sessionId": session_id,
+               "sendAudioCaptured": None, "lang": None, "customEntities": None, "score": _num(score)}
+    return HermesMessage(hotword_detected_topic(wakeword_id), payload)
 
 
 def say_finished(site_id: str, request_id: str | None = None, session_id: str | None = None) -> HermesMessage:

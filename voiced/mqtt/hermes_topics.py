@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "DEFAULT_SITE", "Topic", "for_site", "intent_name_from_topic", "intent_topic", "play_bytes_topic",
+    "DEFAULT_SITE", "Topic", "for_site", "hotword_detected_topic", "intent_name_from_topic", "intent_topic", "play_bytes_topic",
     "play_finished_topic", "site_and_request_from_play_bytes",
 ]
 
@@ -36,6 +36,8 @@ class Topic(StrEnum):
     TTS_SAY = "hermes/tts/say"
     TTS_SAY_FINISHED = "hermes/tts/sayFinished"
     PLAY_BYTES_ALL = "hermes/audioServer/+/playBytes/+"
+    HOTWORD_TOGGLE_ON = "hermes/hotword/toggleOn"
+    HOTWORD_TOGGLE_OFF = "hermes/hotword/toggleOff"
 
 
 _INTENT_PREFIX = "hermes/intent/"
@@ -58,6 +60,11 @@ def intent_name_from_topic(topic: str) -> str | None:
     """The intent name of a ``hermes/intent/<intentName>`` topic, else None."""
     name = topic[len(_INTENT_PREFIX) :] if topic.startswith(_INTENT_PREFIX) else ""
     return name if name and "/" not in name else None
+
+
+def hotword_detected_topic(wakeword_id: str) -> str:
+    """``hermes/hotword/<wakewordId>/detected``."""
+    return f"hermes/hotword/{_topic_level(wakeword_id, 'wakewordId')}/detected"
 
 
 def play_bytes_topic(site_id: str, request_id: str) -> str:

@@ -26,7 +26,6 @@ import pytest
 import soxr
 
 from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
-from tests.mqtt.conftest import broker, broker_factory, subscriber_factory  # noqa: F401 (fixtures)
 from tests.mqtt.test_daemon import answered_probe, query
 from tests.support import wait_until
 from tests.tts.test_playback import playback_pcm

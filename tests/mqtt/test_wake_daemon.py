@@ -1,0 +1,77 @@
+"""voiced run in wake mode: a real "alexa", then a real spoken command, through Whisper to a Hermes intent.
+
+Real mosquitto, the real openWakeWord alexa head, real Silero, real Whisper tiny.en; the command
+is spoken by the real Piper joe voice. Speech before the wake word is not transcribed, nor is
+the wake word itself; the command is, in the session the wake word opened.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rhasspyhermes.asr import AsrTextCaptured
+from rhasspyhermes.nlu import NluIntent
+from rhasspyhermes.wake import HotwordDetected
+
+from tests.mqtt.test_whisper_daemon import _spoken
+from voiced.audio.wav import read_wav, write_wav
+from voiced.config import Config
+
+HUMAN = "roots_19_morris_0269.wav"
+
+
+def _config(tmp_path, broker, wav, whisper_model_dir, models) -> Config:
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[audio]
+source = "file:{wav}"
+[vad]
+kind = "silero"
+model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
+[asr]
+model = "{whisper_model_dir}"
+[intents]
+builtin = "home-assistant"
+[intents.lists]
+name = ["kitchen light", "porch light"]
+[wake]
+directory = "{models / 'openwakeword'}"
+models = ["alexa_v0.1"]
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+""")
+    return Config.from_file(tmp_path / "voiced.toml")
+
+
+@pytest.mark.shared
+def test_wake_word_then_command_becomes_an_intent_and_nothing_else_is_heard(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models, speech) -> None:
+    from voiced.pipeline import Daemon, ListenMode
+
+    gap = np.zeros(16000, np.float32)
+    human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    audio = np.concatenate([gap, human, gap, gap, alexa, gap[:8000], _spoken("Turn on the kitchen light."), gap, gap])
+    wav = tmp_path / "room.wav"
+    write_wav(wav, audio[:, None], 16000)
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = Daemon(_config(tmp_path, broker, wav, whisper_model_dir, models), ListenMode.WAKE)
+    daemon.start()
+    try:
+        [raw] = sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
+        hotword = HotwordDetected.from_dict(json.loads(raw))
+        assert hotword.site_id == "kitchen" and hotword.model_id == "alexa_v0.1" and hotword.session_id
+        [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
+        intent = NluIntent.from_dict(json.loads(raw))
+        assert intent.session_id == hotword.session_id
+        assert {s.slot_name: s.value["value"] for s in intent.slots}["name"] == "kitchen light"
+        captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.payloads("hermes/asr/textCaptured")]
+        assert [c.text.lower().strip(".") for c in captured] == ["turn on the kitchen light"]  # not the human, not "alexa"
+    finally:
+        daemon.stop(timeout=2)
