@@ -66,6 +66,21 @@ def split(items: Sequence[T], holdout: float, seed: int = 0) -> tuple[list[T], l
     return [x for i, x in enumerate(items) if i not in held_idx], [x for i, x in enumerate(items) if i in held_idx]
 
 
+def calibration_and_check(audio: Sequence[str | Path], validate_audio: Sequence[str | Path], holdout: float,
+                          seed: int) -> tuple[list[AudioItem], list[AudioItem]]:
+    """(calibration, validation) utterances for ``voiced-quantize asr``: ``--validate-audio`` when given,
+    else a seeded share of ``--audio`` held back; ConfigError when there is nothing to check on."""
+    if not audio:
+        raise ConfigError("--audio", "voiced-quantize asr needs --audio (real utterances) for calibration and validation")
+    items = find_audio(audio)
+    validate_items = find_audio(validate_audio, "--validate-audio") if validate_audio else []
+    cal_items, held_items = (items, []) if validate_items else split(items, holdout, seed)
+    check_items = validate_items or held_items
+    if not check_items:
+        raise ConfigError("--audio", "need at least two utterances (one to calibrate on, one held back), or --validate-audio")
+    return cal_items, check_items
+
+
 def subsample(feeds: Sequence[T], limit: int) -> list[T]:
     """At most ``limit`` items spread evenly over ``feeds`` (keeps every part of every file represented)."""
     if len(feeds) <= limit:

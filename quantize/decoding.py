@@ -29,7 +29,7 @@ from voiced.asr.model import ModelFiles, TransducerModel
 from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.runtime.onnx import SessionOptions
 
-__all__ = ["PARTS", "capture", "compare_decoding", "fp16_reference", "quiet_fp32_warning"]
+__all__ = ["PARTS", "capture", "compare_decoding", "fp16_reference", "quiet_fp32_warning", "quiet_log"]
 
 PARTS = ("encoder", "decoder", "joiner")
 
@@ -216,12 +216,17 @@ def _edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 @contextlib.contextmanager
-def quiet_fp32_warning() -> Iterator[None]:
-    """The FP32 parts are loaded on purpose here; voiced.asr.model's 'loading FP32' warning is noise."""
-    logger = logging.getLogger("voiced.asr.model")
+def quiet_log(name: str) -> Iterator[None]:
+    """Only errors from logger ``name`` meanwhile: files loaded on purpose make its warnings noise."""
+    logger = logging.getLogger(name)
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
         logger.setLevel(level)
+
+
+def quiet_fp32_warning() -> contextlib.AbstractContextManager[None]:
+    """The FP32 parts are loaded on purpose here; voiced.asr.model's 'loading FP32' warning is noise."""
+    return quiet_log("voiced.asr.model")

@@ -29,7 +29,7 @@ from typing import Any
 
 import onnx
 
-from quantize.calibration import Feeds, find_audio, split
+from quantize.calibration import Feeds, calibration_and_check
 from quantize.decoding import PARTS, capture, compare_decoding, quiet_fp32_warning
 from quantize.decoding import fp16_reference as decode_fp16_reference
 from quantize.graph import describe, load_onnx
@@ -41,7 +41,7 @@ from quantize.tasks import TaskResult
 from quantize.tool import QUANTIZED_OPS, check_output, copy_metadata, default_output
 from quantize.validate import Report, SpeedResult, compare_outputs, judge, measure_speed
 from voiced.asr.model import ModelFiles, TransducerModel
-from voiced.errors import ConfigError, ModelError
+from voiced.errors import ModelError
 from voiced.runtime.onnx import SessionOptions
 
 __all__ = ["PARTS", "TransducerReport", "fp32_files", "quantize_transducer"]
@@ -131,14 +131,7 @@ def quantize_transducer(
     options = options or QuantizeOptions()
     directory = Path(directory)
     files = fp32_files(directory)
-    if not audio:
-        raise ConfigError("--audio", "voiced-quantize asr needs --audio (real utterances) for calibration and validation")
-    items = find_audio(audio)
-    validate_items = find_audio(validate_audio, "--validate-audio") if validate_audio else []
-    cal_items, held_items = (items, []) if validate_items else split(items, options.holdout, options.seed)
-    check_items = validate_items or held_items
-    if not check_items:
-        raise ConfigError("--audio", "need at least two utterances (one to calibrate on, one held back), or --validate-audio")
+    cal_items, check_items = calibration_and_check(audio, validate_audio, options.holdout, options.seed)
     with quiet_fp32_warning():
         fp32 = TransducerModel(files, SessionOptions(threads=1))
     sources = {"encoder": files.encoder, "decoder": files.decoder, "joiner": files.joiner}

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from quantize.calibration import Feeds, find_audio, split, subsample
-from quantize.decoding import _edit_distance
+from quantize.calibration import Feeds, calibration_and_check, subsample
+from quantize.decoding import _edit_distance, quiet_log
 from quantize.frontends import load_audio
 from quantize.graph import describe, load_onnx
 from quantize.manifest import write_manifest
@@ -44,7 +44,7 @@ from quantize.validate import Report, SpeedResult, compare_outputs, judge, measu
 from voiced.asr.wer import NORMALIZER, word_errors
 from voiced.asr.whisper import MAX_FRAMES, MAX_SPEECH_FRAMES, WhisperConfig, WhisperRecognizer, log_mel
 from voiced.asr.whisper_model import WhisperFiles, WhisperModel
-from voiced.errors import ConfigError, ModelError
+from voiced.errors import ModelError
 from voiced.runtime.onnx import SessionOptions
 
 __all__ = ["SHERPA_WHISPER_OPS", "WhisperReport", "quantize_whisper", "whisper_fp32_files"]
@@ -121,17 +121,10 @@ class WhisperReport:
         return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def _quiet_manifest_check() -> Iterator[None]:
+def _quiet_manifest_check() -> contextlib.AbstractContextManager[None]:
     """The files are loaded on purpose without manifests here: the FP32 sources, and the INT8
     outputs before their manifests exist; voiced.models.manifest's warnings about that are noise."""
-    logger = logging.getLogger("voiced.models.manifest")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return quiet_log("voiced.models.manifest")
 
 
 def _encoder_feeds(model: WhisperModel, items: Sequence[Any], limit: int, tail: int) -> list[Feeds]:
@@ -202,14 +195,7 @@ def quantize_whisper(
     options = options or QuantizeOptions()
     directory = Path(directory)
     files = whisper_fp32_files(directory)
-    if not audio:
-        raise ConfigError("--audio", "voiced-quantize asr needs --audio (real utterances) for calibration and validation")
-    items = find_audio(audio)
-    validate_items = find_audio(validate_audio, "--validate-audio") if validate_audio else []
-    cal_items, held_items = (items, []) if validate_items else split(items, options.holdout, options.seed)
-    check_items = validate_items or held_items
-    if not check_items:
-        raise ConfigError("--audio", "need at least two utterances (one to calibrate on, one held back), or --validate-audio")
+    cal_items, check_items = calibration_and_check(audio, validate_audio, options.holdout, options.seed)
     session = SessionOptions(threads=1)
     with _quiet_manifest_check():
         fp32_model = WhisperModel(files, session)
@@ -260,7 +246,7 @@ def quantize_whisper(
         int8_model = WhisperModel(WhisperFiles(outputs["encoder"], outputs["decoder"], files.tokens), session)
     fp32, int8 = WhisperRecognizer(fp32_model, config), WhisperRecognizer(int8_model, config)
     refs = find_references([item.path for item in check_items])
-    say(f"validating on {len(check_items)} {'--validate-audio files' if validate_items else 'held-back files'}"
+    say(f"validating on {len(check_items)} {'--validate-audio files' if validate_audio else 'held-back files'}"
         f" ({len(refs)} with reference transcripts)")
     report = WhisperReport(directory, reports)
     report.task, report.speed, report.wer = _compare(fp32, int8, check_items, refs)
