@@ -148,7 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: daemon.supervisor.request_stop())
     signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
     daemon.start()
-    daemon.client.wait_connected(1.0)  # the first connect was attempted; READY does not wait for the broker
+    # READY waits for a broker that answers (so STATUS says connected), never for one that is down
+    daemon.client.wait_first_attempt(1.0)
     notifier.ready(daemon.status_line())
     log.info("voiced running as site %s: %s", config.site.id, daemon.status_line())
     while not daemon.supervisor.wait(0.5):

@@ -371,3 +371,19 @@ def test_publish_before_connect_is_kept_and_sent_later(
     client.connect()
     assert sub.wait_count(1) == [b"0"]
 
+
+
+def test_first_attempt_ends_with_a_refused_broker_and_with_an_accepting_one(
+    broker_factory: Callable[..., Broker],
+    gate_factory: Callable[..., Gate],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    """voiced run sends READY after the first attempt: a broker that is down must not hold it back."""
+    down = broker_factory(start=False)
+    refused = client_factory(gate_factory(down, open=False))
+    # a long bound: it must return because the attempt failed (counted), not because the bound ran out
+    assert refused.wait_first_attempt(60.0) is False
+    assert refused.stats()["connect_failures"] >= 1 and not refused.connected
+    up = broker_factory()
+    accepted = client_factory(up)
+    assert accepted.wait_first_attempt(60.0) is True and accepted.connected

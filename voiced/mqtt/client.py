@@ -62,6 +62,8 @@ class MqttClient:
         self._stopping = False
         self._closed = False
         self._connected = False
+        self._attempted = False
+        """The first connection attempt has ended, accepted, refused or failed."""
         self._ready = False
         """May hand outbox messages to paho: connected and set up."""
         self._generation = 0
@@ -126,6 +128,21 @@ class MqttClient:
         """Wait until the broker accepted us; False after ``timeout`` seconds."""
         with self._cond:
             return self._cond.wait_for(lambda: self._connected, timeout)
+
+    def wait_first_attempt(self, timeout: float) -> bool:
+        """Wait until the first connection attempt has ended either way; True if it got us connected.
+
+        A refused or unreachable broker ends it at once, so start-up (READY) waits only for a
+        broker that answers slowly, never for one that is down.
+        """
+        with self._cond:
+            self._cond.wait_for(lambda: self._attempted or self._connected, timeout)
+            return self._connected
+
+    def _attempt_ended(self) -> None:
+        with self._cond:
+            self._attempted = True
+            self._cond.notify_all()
 
     def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> bool:
         """Store the message in the outbox for delivery (QoS 1); False if it was dropped.
@@ -281,6 +298,7 @@ class MqttClient:
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
         if reason.is_failure:
             log.warning("broker %s:%d refused the connection: %s", self.config.host, self.config.port, reason)
+            self._attempt_ended()
             return
         self._backoff.reset()
         with self._send_lock:
@@ -314,6 +332,7 @@ class MqttClient:
                 log.exception("connect listener %r failed", listener)
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        self._attempt_ended()
         self._count("connect_failures")
         delay = self._next_delay()
         log.log(logging.WARNING if self._backoff.failures == 1 else logging.DEBUG,
