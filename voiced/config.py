@@ -80,7 +80,8 @@ class VadSection:
     model: Path | None = None
     """Silero VAD v5 ONNX file; required for ``silero``."""
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
-    """[vad.endpoint]: onset/offset thresholds, pre_roll_ms, min_speech_ms, min_silence_ms, max_utterance_s."""
+    """[vad.endpoint]: onset/offset thresholds, pre_roll_ms, min_speech_ms, min_silence_ms, matched_silence_ms,
+    max_utterance_s."""
     gate: EnergyGateConfig = field(default_factory=EnergyGateConfig)
     """[vad.gate]: threshold_db, adaptive, noise_margin_db, hangover_ms, noise_window_s."""
 
@@ -112,10 +113,16 @@ class AsrSection:
     """ONNX Runtime threads for the recognizer; unset: the hardware profile's."""
     partials: bool = False
     """Publish partial transcripts on hermes/asr/partialTextCaptured."""
+    whisper_partial_every_s: float = 0.0
+    """Whisper: re-decode the growing utterance this often for partial results, which intent-aware
+    endpointing ([vad.endpoint] matched_silence_ms) needs; each costs a decode of what was said so
+    far. 0: final results only. Transducers give partials every window anyway."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_hotwords <= 10_000:
             raise ConfigError("max_hotwords", f"must be within 0..10000, got {self.max_hotwords}")
+        if not 0 <= self.whisper_partial_every_s <= 30:
+            raise ConfigError("whisper_partial_every_s", f"must be within 0..30 s, got {self.whisper_partial_every_s}")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from voiced.sentences import walk as _walk
 if TYPE_CHECKING:  # hassil is imported where it is used: nothing heavy at import time
     from hassil import Intents, RecognizeResult
     from hassil.expression import Expression
+    from voiced.sentencespace import SentenceSpace
 
 __all__ = ["MAX_HOTWORDS", "Intent", "IntentRecognizer", "IntentSource", "Slot", "SlotKind"]
 
@@ -255,6 +256,13 @@ class IntentRecognizer:
             confidence=1.0,
             source=IntentSource.TEMPLATE,
         )
+
+    def sentence_space(self) -> SentenceSpace:
+        """Every sentence the templates can produce, as a word automaton (for intent-aware
+        endpointing); FINAL only for texts this recognizer matches too."""
+        from voiced.sentencespace import SentenceSpace
+
+        return SentenceSpace.from_intents(self._intents).with_verifier(lambda text: self.recognize(text) is not None)
 
     def vocabulary(self) -> list[str]:
         """Words of the templates and phrases of the list values, lower-case, each once."""

@@ -15,6 +15,7 @@ import numpy as np
 from voiced.asr.loader import SpeechRecognizer, SpeechStream
 from voiced.asr.recognizer import RecognitionResult
 from voiced.audio.frames import Window, Windower
+from voiced.sentencespace import Completion, SentenceSpace
 from voiced.vad import Endpointer, VadEvent, VadEventKind
 
 __all__ = ["ListenEvent", "ListenEventType", "Listener"]
@@ -54,8 +55,11 @@ class Listener:
     """Turns audio chunks into listen events; without an endpointer the whole stream is one utterance."""
 
     def __init__(self, recognizer: SpeechRecognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10,
-                 keep_audio: bool = False) -> None:
+                 keep_audio: bool = False, commands: SentenceSpace | None = None) -> None:
         self.recognizer = recognizer
+        # intent-aware endpointing: a partial that is a whole command ends the utterance sooner
+        self._walker = (commands.walker() if commands is not None and endpointer is not None
+                        and endpointer.early_end else None)
         self.keep_audio = keep_audio
         """Collect each utterance's samples for the final event (for cloud ASR); off: nothing is copied."""
         self._audio: list[np.ndarray] = []
@@ -136,6 +140,8 @@ class Listener:
         result = stream.result
         if partials and result.text and result.text != self._partial:
             self._partial = result.text
+            if self._walker is not None and self.endpointer is not None:
+                self.endpointer.set_matched(self._walker.complete(result.text) is Completion.FINAL)
             yield ListenEvent(ListenEventType.PARTIAL, self._start, now, result.text, result, self._audio_start)
 
     def _end(self, end: float) -> Iterator[ListenEvent]:

@@ -39,6 +39,8 @@ class VadEventKind(Enum):
 class EndReason(Enum):
     SILENCE = "silence"
     """``min_silence_ms`` of silence followed the speech."""
+    MATCHED = "matched"
+    """The transcript was a whole command and ``matched_silence_ms`` of silence followed it."""
     MAX_LENGTH = "max_length"
     """The speech reached ``max_utterance_s``; a new utterance may start right after."""
     END_OF_STREAM = "end_of_stream"
@@ -98,6 +100,12 @@ class EndpointConfig:
     The longest sentence-internal pause Silero finds in the 116 read utterances of
     hifitts_6097 is 540 ms; 700 ms keeps each of them one utterance, and is the delay
     between the end of a command and its SPEECH_END."""
+    matched_silence_ms: int = 250
+    """Trailing silence that ends an utterance whose running transcript is already a whole
+    template sentence that no longer one could extend (intent-aware endpointing; needs
+    templates and a recognizer with partial results). At or above ``min_silence_ms`` it is
+    off. 250 ms is above the gaps between the words of a command and well under the
+    540 ms pauses inside read sentences."""
     max_utterance_s: float = 15.0
     """An utterance this long (from its speech start) is cut (MAX_LENGTH), even in a pause.
 
@@ -118,6 +126,8 @@ class EndpointConfig:
             raise ConfigError("min_speech_ms", f"must be within [0, 10000] ms, got {self.min_speech_ms}")
         if not FRAME_MS <= self.min_silence_ms <= 10_000:
             raise ConfigError("min_silence_ms", f"must be within [{FRAME_MS}, 10000] ms, got {self.min_silence_ms}")
+        if not FRAME_MS <= self.matched_silence_ms <= 10_000:
+            raise ConfigError("matched_silence_ms", f"must be within [{FRAME_MS}, 10000] ms, got {self.matched_silence_ms}")
         if not self.min_speech_ms / 1000 < self.max_utterance_s <= 3600:
             raise ConfigError(
                 "max_utterance_s",
@@ -170,10 +180,21 @@ class Endpointer:
         self._pre_roll = c.pre_roll_ms * SAMPLE_RATE // 1000
         self._min_speech = c.min_speech_ms * SAMPLE_RATE // 1000
         self._min_silence_frames = -(-c.min_silence_ms // FRAME_MS)
+        self._matched_silence_frames = -(-min(c.matched_silence_ms, c.min_silence_ms) // FRAME_MS)
         self._max_speech = round(c.max_utterance_s * SAMPLE_RATE)
         self.utterances = 0
         """SPEECH_START events emitted so far (all streams)."""
         self._clear()
+
+    @property
+    def early_end(self) -> bool:
+        """Intent-aware endpointing can shorten an utterance's end (matched < min silence)."""
+        return self._matched_silence_frames < self._min_silence_frames
+
+    def set_matched(self, matched: bool) -> None:
+        """The open utterance's transcript is (or is no longer) a whole command: its trailing
+        silence is then ``matched_silence_ms`` instead of ``min_silence_ms``. Cleared at every end."""
+        self._matched = matched and self._state is _State.SPEECH
 
     @property
     def in_speech(self) -> bool:
@@ -232,6 +253,7 @@ class Endpointer:
         self._onset = 0  # first frame of the current candidate or utterance
         self._last_speech_end = 0  # end of the latest frame at or above the offset threshold
         self._silent_frames = 0
+        self._matched = False  # set_matched: the short trailing silence applies
         self._emitted = 0  # end of the audio already handed out for the open utterance
 
     def _step(self, p: float, fs: int, fe: int, events: list[VadEvent]) -> None:
@@ -245,6 +267,9 @@ class Endpointer:
             self._last_speech_end, self._silent_frames = fe, 0
         else:
             self._silent_frames += 1
+            if self._matched and self._silent_frames >= self._matched_silence_frames:
+                events.append(self._end(EndReason.MATCHED, fe))
+                return
             if self._silent_frames >= self._min_silence_frames:
                 if self._state is _State.SPEECH:
                     events.append(self._end(EndReason.SILENCE, fe))
@@ -268,6 +293,7 @@ class Endpointer:
         event = self._event(VadEventKind.SPEECH_END, self._last_speech_end, self._emitted, now, reason)
         log.debug("speech end at %.2f s (%s)", self._last_speech_end / SAMPLE_RATE, reason.value)
         self._state = _State.SILENCE
+        self._matched = False
         self._floor = now
         return event
 

@@ -1,0 +1,74 @@
+"""Intent-aware endpointing on real speech: a spoken command ends sooner, free speech does not, same texts.
+
+Real Whisper tiny.en (partials by re-decoding), real Silero, the real Piper joe voice speaking
+the command and a real human reading a sentence. Times are stream time (where in the audio the
+end was decided), not wall-clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.mqtt.test_whisper_daemon import _spoken
+from voiced.asr.whisper import WhisperConfig
+from voiced.asr.loader import load_recognizer
+from voiced.audio.frames import Windower
+from voiced.audio.wav import read_wav
+from voiced.intents import IntentRecognizer
+from voiced.listener import Listener, ListenEventType
+from voiced.sentencespace import words_of
+from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
+
+HUMAN = "roots_19_morris_0269.wav"
+TEMPLATES = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences: ["turn on [the] {name}"]
+lists:
+  name:
+    values: ["kitchen light", "porch light"]
+"""
+
+
+def _intent(intents: IntentRecognizer, text: str) -> tuple[str, dict] | None:
+    intent = intents.recognize(text)
+    return None if intent is None else (intent.name, intent.slot_values)
+
+
+def _finals(audio: np.ndarray, recognizer, silero, commands, matched_ms: int) -> list[tuple[str, float]]:
+    """(text, stream seconds between the end of speech and the window that ended the utterance)."""
+    endpointer = Endpointer(EndpointConfig(matched_silence_ms=matched_ms), create_detector(VadKind.SILERO, silero, EnergyGateConfig()))
+    listener = Listener(recognizer, endpointer, commands=commands)
+    out = []
+    for window in Windower(10).windows([audio]):
+        out += [(ev.text, window.end - ev.end) for ev in listener.process(window) if ev.type is ListenEventType.FINAL]
+    return out
+
+
+@pytest.mark.shared
+def test_a_whole_command_ends_sooner_and_free_speech_does_not(tmp_path: Path, whisper_model_dir, speech, models) -> None:
+    (tmp_path / "intents.yaml").write_text(TEMPLATES)
+    intents = IntentRecognizer.load([tmp_path / "intents.yaml"])
+    recognizer = load_recognizer(whisper_model_dir, whisper=WhisperConfig(partial_every_s=0.2))
+    silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
+    gap = np.zeros(24_000, np.float32)
+    human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+    audio = np.concatenate([gap, _spoken("Turn on the kitchen light."), gap, human, gap])
+
+    early = _finals(audio, recognizer, silero, intents.sentence_space(), matched_ms=250)
+    late = _finals(audio, recognizer, silero, intents.sentence_space(), matched_ms=700)  # 700 = min_silence_ms: off
+
+    # the same utterances and words (Whisper may write a letter's case differently for 450 ms less
+    # trailing silence), and the same intents
+    assert [words_of(t) for t, _ in early] == [words_of(t) for t, _ in late]
+    assert [_intent(intents, t) for t, _ in early] == [_intent(intents, t) for t, _ in late] == [
+        ("HassTurnOn", {"name": "kitchen light"}), None]
+    (_, early_cmd), (_, early_free) = early
+    (_, late_cmd), (_, late_free) = late
+    assert early_cmd < 0.45 < 0.7 <= late_cmd  # 250 ms of silence (+ the partial's cadence) instead of 700
+    assert early_free == late_free  # the read sentence is no command: its end is unchanged

@@ -1,0 +1,102 @@
+"""The sentence space: which transcripts are whole commands that nothing longer extends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voiced.config import Config
+from voiced.intents import IntentRecognizer
+from voiced.sentencespace import Completion, SentenceSpace
+
+TEMPLATES = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences:
+          - "turn on [the] {name}"
+          - "switch on [the] {name} in [the] {area}"
+  HassLightSet:
+    data:
+      - sentences:
+          - "set [the] {name} to {brightness} percent"
+  HassNevermind:
+    data:
+      - sentences:
+          - "(never mind|cancel)"
+  Remind:
+    data:
+      - sentences:
+          - "remind me to {task}"
+          - "note {task} please"
+lists:
+  name:
+    values: ["kitchen light", "lamp", "kitchen"]
+  area:
+    values: ["kitchen", "living room"]
+  brightness:
+    range: {from: 0, to: 100}
+"""
+
+
+@pytest.fixture(scope="module")
+def recognizer(tmp_path_factory: pytest.TempPathFactory) -> IntentRecognizer:
+    path = tmp_path_factory.mktemp("space") / "intents.yaml"
+    path.write_text(TEMPLATES)
+    return IntentRecognizer.load([path])
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("turn on the kitchen light", Completion.FINAL),
+    ("Turn on the kitchen light.", Completion.FINAL),  # as a recognizer writes it
+    ("turn on kitchen", Completion.EXTENDABLE),  # "kitchen light" is a longer name
+    ("turn on the", Completion.PREFIX),
+    ("turn on the garage", Completion.NONE),  # not a name in the list
+    ("switch on the lamp in the living room", Completion.FINAL),
+    ("switch on the lamp", Completion.PREFIX),
+    ("never mind", Completion.FINAL),
+    ("cancel", Completion.FINAL),
+    ("set the lamp to 50 percent", Completion.FINAL),
+    ("set the lamp to 50", Completion.PREFIX),  # a range is an open slot: it may take more words
+    ("remind me to", Completion.PREFIX),
+    ("remind me to water the plants", Completion.EXTENDABLE),  # a trailing wildcard never ends early
+    ("note buy milk please", Completion.EXTENDABLE),  # "please" may still be part of the wildcard
+    ("hello there", Completion.NONE),  # only a leading wildcard could take it: not a command
+])
+def test_completion_of_transcripts(recognizer: IntentRecognizer, text: str, expected: Completion) -> None:
+    assert recognizer.sentence_space().complete(text) is expected
+
+
+def test_walker_reuses_the_shared_prefix_and_gives_the_same_answers(recognizer: IntentRecognizer) -> None:
+    space = recognizer.sentence_space()
+    walker = space.walker()
+    growing = ["turn", "turn on", "turn on the", "turn on the kitchen", "turn on the kitchen light",
+               "turn on the lamp", "switch on the lamp in the kitchen", "turn on the kitchen light"]
+    assert [walker.complete(t) for t in growing] == [space.complete(t) for t in growing]
+
+
+def test_final_needs_the_recognizers_match_too(recognizer: IntentRecognizer) -> None:
+    space = recognizer.sentence_space()
+    assert space.complete("turn on the lamp") is Completion.FINAL
+    refusing = space.with_verifier(lambda text: False)
+    assert refusing.complete("turn on the lamp") is Completion.EXTENDABLE
+
+
+def test_home_assistant_builtin_set_compiles_and_answers(tmp_path: Path) -> None:
+    (tmp_path / "voiced.toml").write_text("""
+[intents]
+builtin = "home-assistant"
+[intents.lists]
+name = ["kitchen light", "porch light"]
+area = ["kitchen", "bedroom"]
+""")
+    recognizer = IntentRecognizer.from_section(Config.from_file(tmp_path / "voiced.toml").intents)
+    space = recognizer.sentence_space()
+    assert space.state_count > 1000
+    assert space.complete("never mind") is Completion.FINAL
+    # Home Assistant's sentences go on after a name ("... in the kitchen"): no early end there
+    assert space.complete("turn on the kitchen light") is Completion.EXTENDABLE
+    assert space.complete("turn on the") is Completion.PREFIX
+    assert space.complete("the quick brown fox") is Completion.NONE
