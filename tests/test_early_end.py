@@ -58,7 +58,7 @@ def test_a_whole_command_ends_sooner_and_free_speech_does_not(tmp_path: Path, wh
     silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
     gap = np.zeros(24_000, np.float32)
     human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
-    audio = np.concatenate([gap, _spoken("Turn on the kitchen light."), gap, human, gap])
+    audio = np.concatenate([gap, _spoken("Turn on the kitchen light.", exact=True), gap, human, gap])
 
     early = _finals(audio, recognizer, silero, intents.sentence_space(), matched_ms=250)
     late = _finals(audio, recognizer, silero, intents.sentence_space(), matched_ms=700)  # 700 = min_silence_ms: off

@@ -99,7 +99,7 @@ class SentenceSpace:
     """A word automaton over every sentence of the templates, with list values as tries."""
 
     def __init__(self, arcs: Mapping[int, Sequence[tuple[str, int]]], finals: frozenset[int], start: int,
-                 lists: Mapping[str, _Trie | _Slot], verify: Callable[[str], bool] | None = None) -> None:
+                 lists: Mapping[str, tuple[_Trie | _Slot, ...]], verify: Callable[[str], bool] | None = None) -> None:
         self._arcs = arcs
         self._finals = finals
         self._lists = lists
@@ -116,34 +116,25 @@ class SentenceSpace:
     @classmethod
     def from_intents(cls, intents: Intents) -> SentenceSpace:
         """Compile the templates (their text lists expanded; wildcards and ranges as open slots)."""
-        from hassil import TextSlotList, WildcardSlotList
-        from hassil.expression import TextChunk
+        from hassil import RangeSlotList, TextSlotList, WildcardSlotList
         from hassil.fst import intents_to_fst
 
-        from hassil import RangeSlotList
-
-        lists: dict[str, _Trie | _Slot] = {}
+        by_list: dict[str, _Trie | _Slot] = {}
         stand_ins: dict[str, TextSlotList] = {}
         every = [*intents.slot_lists.items()]
         every += [item for intent in intents.intents.values() for data in intent.data for item in data.slot_lists.items()]
         for name, slot_list in every:
             if isinstance(slot_list, RangeSlotList):
-                lists.setdefault(name, _NUMBER)
+                by_list.setdefault(name, _NUMBER)
             elif isinstance(slot_list, WildcardSlotList):
                 # hassil's FST drops wildcard sentences; a stand-in keeps them, as open slots
                 stand_ins[name] = TextSlotList.from_strings(["wildcard"], name=name)
-            elif isinstance(slot_list, TextSlotList) and name not in lists:
-                texts = [v.text_in.text for v in slot_list.values if isinstance(v.text_in, TextChunk)]
-                if len(texts) == len(slot_list.values):
-                    trie = _Trie()
-                    for text in texts:
-                        trie.add(words_of(text))
-                    lists[name] = trie
-        for name in stand_ins:
-            lists[name] = _OPEN  # a wildcard wins over a text list of the same name (never too early)
+                by_list[name] = _OPEN
+            elif isinstance(slot_list, TextSlotList) and name not in by_list:
+                by_list[name] = _values_trie(slot_list, intents)
         fst = intents_to_fst(intents, slot_lists=stand_ins or None).remove_spaces()
         arcs = {state: tuple((arc.in_label, arc.to_state) for arc in out) for state, out in fst.arcs.items() if out}
-        return cls(arcs, frozenset(fst.final_states), fst.start, lists)
+        return cls(arcs, frozenset(fst.final_states), fst.start, _by_slot(intents, by_list))
 
     @property
     def state_count(self) -> int:
@@ -161,17 +152,18 @@ class SentenceSpace:
 
     # -- the walk ---------------------------------------------------------------------------
 
-    def _list_for(self, label: str) -> _Trie | _Slot:
+    def _list_for(self, label: str) -> tuple[_Trie | _Slot, ...]:
+        """What a placeholder may be: a slot filled by a text list and a wildcard is either."""
         match = _PLACEHOLDER.match(label)
         if match is None:
-            return _ONE_WORD  # a list glued to text, e.g. "{brightness}%"
-        return self._lists.get(match.group(1), _OPEN)
+            return (_ONE_WORD,)  # a list glued to text, e.g. "{brightness}%"
+        return self._lists.get(match.group(1), (_OPEN,))
 
     def _advance(self, positions: Iterable[_Pos], word: str) -> set[_Pos]:
         out: set[_Pos] = set()
         for p in positions:
             if isinstance(p.trie, _Slot):
-                if _slot_takes(p.trie, p.took):
+                if _slot_takes(p.trie, p.took) and _fits(p.trie, word):
                     out.add(_slot_step(p.state, p.trie, p.took, word, p.anchored))
             elif p.trie is not None:
                 child = p.trie.children.get(word)
@@ -182,11 +174,12 @@ class SentenceSpace:
                     if label == word:
                         out.add(_Pos(to, anchored=True))
                     elif "{" in label:
-                        values = self._list_for(label)
-                        if isinstance(values, _Slot):
-                            out.add(_slot_step(to, values, 0, word, p.anchored))
-                        elif (child := values.children.get(word)) is not None:
-                            out.add(_Pos(to, child, anchored=True))
+                        for values in self._list_for(label):
+                            if isinstance(values, _Slot):
+                                if _fits(values, word):
+                                    out.add(_slot_step(to, values, 0, word, p.anchored))
+                            elif (child := values.children.get(word)) is not None:
+                                out.add(_Pos(to, child, anchored=True))
         return out
 
     def _closure(self, positions: set[_Pos]) -> set[_Pos]:
@@ -217,6 +210,82 @@ class SentenceSpace:
         return any(label not in (_EPS, _SKIP) for label, _ in self._arcs.get(p.state, ()))
 
 
+MAX_VALUE_TEXTS = 200
+"""A list value written as a template ("awning[s]") is expanded up to this many texts; beyond it
+the list is an open slot."""
+
+
+def _by_slot(intents: Intents, by_list: Mapping[str, _Trie | _Slot]) -> dict[str, tuple[_Trie | _Slot, ...]]:
+    """The FST names a list by its slot (``{device_class}`` for ``{cover_classes:device_class}``):
+    the text values of every list filling a slot merged into one trie, beside any range or wildcard."""
+    from hassil.expression import ListReference
+
+    from voiced.sentences import walk
+
+    lists_of: dict[str, set[str]] = {}
+    rules = intents.expansion_rules
+    for intent in intents.intents.values():
+        for data in intent.data:
+            local = {**rules, **data.expansion_rules}
+            for sentence in data.sentences:
+                for expr in walk(sentence.expression, local, set()):
+                    if isinstance(expr, ListReference):
+                        lists_of.setdefault(expr.slot_name, set()).add(expr.list_name)
+    slots: dict[str, tuple[_Trie | _Slot, ...]] = {}
+    for slot, names in lists_of.items():
+        kinds = [by_list.get(name, _OPEN) for name in sorted(names)]
+        merged = _Trie()
+        for k in kinds:
+            if isinstance(k, _Trie):
+                _merge(merged, k)
+        others = tuple(dict.fromkeys(k for k in kinds if isinstance(k, _Slot)))
+        slots[slot] = ((merged,) if merged.children else ()) + others
+    return slots
+
+
+def _merge(into: _Trie, other: _Trie) -> None:
+    into.end = into.end or other.end
+    for word, child in other.children.items():
+        _merge(into.children.setdefault(word, _Trie()), child)
+
+
+def _values_trie(slot_list: object, intents: Intents) -> _Trie | _Slot:
+    """The words of a text list's values (templates expanded), or an open slot if too many."""
+    import itertools
+
+    from hassil.expression import TextChunk
+    from hassil.sample import sample_expression
+
+    trie = _Trie()
+    for value in slot_list.values:  # type: ignore[attr-defined]
+        if isinstance(value.text_in, TextChunk):
+            texts: Iterable[str] = [value.text_in.text]
+        else:
+            texts = list(itertools.islice(sample_expression(value.text_in, intents.slot_lists, intents.expansion_rules,
+                                                            expand_lists=False), MAX_VALUE_TEXTS + 1))
+            if len(texts) > MAX_VALUE_TEXTS or any("{" in t for t in texts):
+                return _OPEN
+        for text in texts:
+            trie.add(words_of(text))
+    return trie
+
+
+_NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+    " seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
+    " a an half quarter point".split())
+"""Words a number may be said with (English; hassil writes ranges as digits and number words)."""
+
+
+def _fits(slot: _Slot, word: str, partial: bool = False) -> bool:
+    """Can ``word`` (or a word beginning with it) be part of the slot's value?"""
+    if slot is _OPEN:
+        return True
+    if any(c.isdigit() for c in word):
+        return True
+    return any(w.startswith(word) for w in _NUMBER_WORDS) if partial else word in _NUMBER_WORDS
+
+
 def _slot_takes(slot: _Slot, took: int) -> bool:
     """May the slot take one more word?"""
     return took >= 0 and (slot.max_words is None or took < slot.max_words)
@@ -239,7 +308,71 @@ class SpaceWalker:
 
     def complete(self, text: str) -> Completion:
         """As :meth:`SentenceSpace.complete`, reusing the walk of the words shared with the last text."""
+        self._walk(words_of(text))
+        space = self.space
+        positions = {p for p in self._steps[-1] if p.anchored}
+        whole = any(p.trie is None and p.state in space._finals for p in positions)
+        more = any(space._may_continue(p) for p in positions)
+        if whole and not more and (space._verify is None or space._verify(text)):
+            return Completion.FINAL
+        if whole:
+            return Completion.EXTENDABLE
+        return Completion.PREFIX if more else Completion.NONE
+
+    def fork(self) -> SpaceWalker:
+        """An independent walker at the same place (for each hypothesis of a beam)."""
+        other = SpaceWalker.__new__(SpaceWalker)
+        other.space, other._words, other._steps = self.space, list(self._words), list(self._steps)
+        return other
+
+    def may_begin(self, text: str, wildcards: bool = True) -> bool:
+        """Could ``text`` be the beginning of a template sentence, its last word perhaps unfinished?
+
+        For decoding constrained to the templates, token by token: "turn on the kitch" may
+        begin "turn on the kitchen light". A text ending in a space or punctuation has only
+        whole words. ``wildcards=False``: the last word must be a template word, a list value
+        or a number, not wildcard text (a decoder tries that first, so a wildcard does not
+        swallow a word the templates name).
+        """
         words = words_of(text)
+        partial = "" if not words or not text or not (text[-1].isalnum() or text[-1] in "'%") else words.pop()
+        self._walk(words)
+        # A sentence that begins with a wildcard would take any text: for decoding, a sentence
+        # must begin with a template word or a list value.
+        positions = [p for p in self._steps[-1] if p.anchored] if words else self._steps[-1]
+        if not partial:
+            return bool(positions)
+        space = self.space
+        for p in positions:
+            if p.trie is _OPEN and not (words and wildcards):
+                continue
+            if isinstance(p.trie, _Slot):
+                if _slot_takes(p.trie, p.took) and _fits(p.trie, partial, partial=True):
+                    return True
+            elif p.trie is not None:
+                if any(w.startswith(partial) for w in p.trie.children):
+                    return True
+            else:
+                for label, _ in space._arcs.get(p.state, ()):
+                    if label.startswith(partial):
+                        return True
+                    if "{" in label:
+                        for values in space._list_for(label):
+                            if isinstance(values, _Slot):
+                                if (values is not _OPEN or (words and wildcards)) and _fits(values, partial, partial=True):
+                                    return True
+                            elif any(w.startswith(partial) for w in values.children):
+                                return True
+        return False
+
+    def is_whole(self, text: str) -> bool:
+        """Is ``text`` a whole template sentence (longer ones may exist), the verifier agreeing?"""
+        verify = self.space._verify
+        return (self.complete(text) in (Completion.FINAL, Completion.EXTENDABLE)
+                and (verify is None or verify(text)))
+
+    def _walk(self, words: list[str]) -> None:
+        """Bring ``_steps`` to the positions after ``words``, reusing the shared prefix."""
         same = 0
         while same < min(len(words), len(self._words)) and words[same] == self._words[same]:
             same += 1
@@ -252,11 +385,3 @@ class SpaceWalker:
                 positions = space._closure(space._advance(positions, word))
             self._steps.append(positions)
             self._words.append(word)
-        positions = {p for p in self._steps[-1] if p.anchored}
-        whole = any(p.trie is None and p.state in space._finals for p in positions)
-        more = any(space._may_continue(p) for p in positions)
-        if whole and not more and (space._verify is None or space._verify(text)):
-            return Completion.FINAL
-        if whole:
-            return Completion.EXTENDABLE
-        return Completion.PREFIX if more else Completion.NONE

