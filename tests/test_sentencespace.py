@@ -99,7 +99,7 @@ area = ["kitchen", "bedroom"]
     # Home Assistant's sentences go on after a name ("... in the kitchen"): no early end there
     assert space.complete("turn on the kitchen light") is Completion.EXTENDABLE
     # "{name}" is also a timer's wildcard name there: the walk alone may take "the" for one, hassil not
-    assert not space.walker().is_whole("turn on the") and space.walker().may_begin("turn on the kit", wildcards=False)
+    assert not space.walker().is_whole("turn on the") and space.walker(wildcards=False).may_begin("turn on the kit")
     assert not space.walker().is_whole("the quick brown fox")
-    assert space.walker().may_begin("close up the awn", wildcards=False)
-    assert not space.walker().may_begin("close up the quick", wildcards=False)  # only wildcard text could
+    assert space.walker(wildcards=False).may_begin("close up the awn")
+    assert not space.walker(wildcards=False).may_begin("close up the quick")  # only wildcard text could

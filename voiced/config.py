@@ -113,6 +113,11 @@ class AsrSection:
     """ONNX Runtime threads for the recognizer; unset: the hardware profile's."""
     partials: bool = False
     """Publish partial transcripts on hermes/asr/partialTextCaptured."""
+    template_decoding: bool = True
+    """Whisper with intents: decode each utterance also constrained to the template sentences and
+    take that text unless the free one is clearly more probable (see "Template-aware decoding")."""
+    template_margin: float = 6.0
+    """Nats by which the free transcript must beat the template one to be kept."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results, which intent-aware
     endpointing ([vad.endpoint] matched_silence_ms) needs; each costs a decode of what was said so
@@ -121,6 +126,8 @@ class AsrSection:
     def __post_init__(self) -> None:
         if not 0 <= self.max_hotwords <= 10_000:
             raise ConfigError("max_hotwords", f"must be within 0..10000, got {self.max_hotwords}")
+        if not 0 <= self.template_margin <= 1000:
+            raise ConfigError("template_margin", f"must be within 0..1000, got {self.template_margin}")
         if not 0 <= self.whisper_partial_every_s <= 30:
             raise ConfigError("whisper_partial_every_s", f"must be within 0..30 s, got {self.whisper_partial_every_s}")
 

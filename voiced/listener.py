@@ -15,8 +15,8 @@ import numpy as np
 from voiced.asr.loader import SpeechRecognizer, SpeechStream
 from voiced.asr.recognizer import RecognitionResult
 from voiced.audio.frames import Window, Windower
-from voiced.sentencespace import Completion, SentenceSpace
-from voiced.vad import Endpointer, VadEvent, VadEventKind
+from voiced.sentencespace import Completion, SentenceSpace, SpaceWalker
+from voiced.vad import Endpointer, EndReason, VadEvent, VadEventKind
 
 __all__ = ["ListenEvent", "ListenEventType", "Listener"]
 
@@ -57,9 +57,6 @@ class Listener:
     def __init__(self, recognizer: SpeechRecognizer | None, endpointer: Endpointer | None = None, window_frames: int = 10,
                  keep_audio: bool = False, commands: SentenceSpace | None = None) -> None:
         self.recognizer = recognizer
-        # intent-aware endpointing: a partial that is a whole command ends the utterance sooner
-        self._walker = (commands.walker() if commands is not None and endpointer is not None
-                        and endpointer.early_end else None)
         self.keep_audio = keep_audio
         """Collect each utterance's samples for the final event (for cloud ASR); off: nothing is copied."""
         self._audio: list[np.ndarray] = []
@@ -69,7 +66,22 @@ class Listener:
         self._start = 0.0
         self._audio_start = 0.0
         self._partial = ""
+        self._matched: RecognitionResult | None = None  # the last partial, when it was a whole command
         self._active = False  # an utterance is open
+        self._walker: SpaceWalker | None = None
+        self._next_commands = commands
+        self._take_commands()
+
+    def set_commands(self, commands: SentenceSpace | None) -> None:
+        """Intent-aware endpointing over ``commands`` (None: off), from the next utterance on."""
+        self._next_commands = commands
+        if not self._active:
+            self._take_commands()
+
+    def _take_commands(self) -> None:
+        # a partial that is a whole command ends the utterance sooner (endpointer.set_matched)
+        commands, endpointer = self._next_commands, self.endpointer
+        self._walker = commands.walker() if commands is not None and endpointer is not None and endpointer.early_end else None
 
     @property
     def active(self) -> bool:
@@ -112,12 +124,18 @@ class Listener:
         elif ev.kind is VadEventKind.AUDIO:
             yield from self._feed(ev.audio, window_end)
         elif ev.kind is VadEventKind.SPEECH_END:
+            if ev.reason is EndReason.MATCHED and self._matched is not None:
+                # the partial was a whole command and only silence followed: it is the final result
+                # (re-decoding, a whole Whisper decode, would add latency and not change the intent)
+                yield from self._end(ev.time, self._matched)
+                return
             if len(ev.audio):
                 yield from self._feed(ev.audio, window_end, partials=False)
             yield from self._end(ev.time)
 
     def _begin(self, start: float, audio_start: float) -> ListenEvent:
         self._start, self._audio_start, self._partial = start, audio_start, ""
+        self._take_commands()
         self._active = True
         self._audio = []
         if self.recognizer is not None:
@@ -141,16 +159,19 @@ class Listener:
         if partials and result.text and result.text != self._partial:
             self._partial = result.text
             if self._walker is not None and self.endpointer is not None:
-                self.endpointer.set_matched(self._walker.complete(result.text) is Completion.FINAL)
+                matched = self._walker.complete(result.text) is Completion.FINAL
+                self.endpointer.set_matched(matched)
+                self._matched = result if matched else None
             yield ListenEvent(ListenEventType.PARTIAL, self._start, now, result.text, result, self._audio_start)
 
-    def _end(self, end: float) -> Iterator[ListenEvent]:
+    def _end(self, end: float, result: RecognitionResult | None = None) -> Iterator[ListenEvent]:
         yield ListenEvent(ListenEventType.SPEECH_END, self._start, end, audio_start=self._audio_start)
         self._active = False
         audio = np.concatenate(self._audio) if self.keep_audio and self._audio else None
         self._audio = []
+        self._matched = None
         if self.recognizer is not None and self._stream is not None:
-            result = self.recognizer.finish(self._stream)
+            result = result or self.recognizer.finish(self._stream)
             yield ListenEvent(ListenEventType.FINAL, self._start, end, result.text, result, self._audio_start, audio)
         elif audio is not None:  # no local recognizer: the audio is the result, for the cloud
             yield ListenEvent(ListenEventType.FINAL, self._start, end, "", None, self._audio_start, audio)

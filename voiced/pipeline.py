@@ -24,7 +24,8 @@ import numpy as np
 
 from voiced.asr.loader import SpeechRecognizer, load_recognizer
 from voiced.asr.recognizer import RecognizerConfig
-from voiced.asr.whisper import WhisperConfig
+from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
+from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.audio.frames import Windower
 from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
 from voiced.cloud import CloudRouter
@@ -47,6 +48,7 @@ from voiced.runtime.hardware import OnnxRole, Stage, select_profile
 from voiced.runtime.notify import SystemdNotifier
 from voiced.runtime.onnx import SessionOptions
 from voiced.runtime.supervisor import StageContext, Supervisor
+from voiced.sentencespace import SentenceSpace
 from voiced.stages import Counters, DropOldestQueue
 from voiced.tts import (
     AlsaPlayer,
@@ -151,6 +153,7 @@ class Daemon:
         self.cloud = CloudRouter.from_recognizer(cfg.cloud, self.intents, counters=self.counters)
         self.cloud.prepare()
         self.recognizer: SpeechRecognizer | None = None
+        self.commands: SentenceSpace | None = None
         if cfg.asr.model is not None:
             session = self.profile.session_options(OnnxRole.ASR)
             if cfg.asr.threads is not None:
@@ -159,7 +162,9 @@ class Daemon:
                 method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
                 hotwords=tuple(self.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
                 tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
-            ), WhisperConfig(language=cfg.asr.language, threads=session.threads), session)
+            ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
+                             partial_every_s=cfg.asr.whisper_partial_every_s), session)
+        self._use_sentence_space(self.intents)
         self.silero = None
         if cfg.vad.kind is VadKind.SILERO:
             self.silero = SileroVad.load(cfg.vad.model, self.profile.session_options(OnnxRole.VAD))
@@ -188,11 +193,23 @@ class Daemon:
             stream.accept_waveform(np.zeros(16_000, np.float32))
             self.recognizer.finish(stream)
 
+    def _use_sentence_space(self, intents: IntentRecognizer) -> None:
+        """Compile the templates' sentences once (at load and reload) for what uses them: intent-aware
+        endpointing and template-aware Whisper decoding."""
+        cfg = self.config
+        whisper = isinstance(self.recognizer, WhisperRecognizer) and cfg.asr.template_decoding
+        early = self.recognizer is not None and cfg.vad.endpoint.matched_silence_ms < cfg.vad.endpoint.min_silence_ms
+        self.commands = intents.sentence_space() if intents.enabled and (whisper or early) else None
+        if isinstance(self.recognizer, WhisperRecognizer):
+            self.recognizer.use_templates(self.commands if whisper else None,
+                                          TemplateDecoding(margin=cfg.asr.template_margin))
+
     def _new_listener(self) -> Listener:
         cfg = self.config.vad
         endpointer = Endpointer(cfg.endpoint, create_detector(cfg.kind, self.silero, cfg.gate))
         keep_audio = self.config.cloud.enabled and self.config.cloud.asr  # audio leaves only when asked
-        return Listener(self.recognizer, endpointer, self.config.audio.window_frames, keep_audio)
+        return Listener(self.recognizer, endpointer, self.config.audio.window_frames, keep_audio,
+                        commands=self.commands)
 
     def start(self) -> None:
         """Connect (without waiting for the broker), open the source, start the stage threads."""
@@ -247,6 +264,8 @@ class Daemon:
         """SIGHUP: new intent templates (and the discovery that lists them) without touching audio."""
         intents = IntentRecognizer.from_section(config.intents, str(config.path) if config.path else None)
         self.intents = intents  # one reference swap: the intent stage sees old or new, never half
+        self._use_sentence_space(intents)
+        self.listener.set_commands(self.commands)  # from the next utterance on
         if self.llm is not None:
             self.llm.set_intents(intents)
         self.cloud.set_intents(intents)

@@ -145,10 +145,12 @@ class SentenceSpace:
         """How far ``text`` (a transcript) gets through the template sentences."""
         return self.walker().complete(text)
 
-    def walker(self) -> SpaceWalker:
+    def walker(self, wildcards: bool = True) -> SpaceWalker:
         """Per-stream state: remembers the walk of the previous text, so a growing partial
-        transcript costs only its new words."""
-        return SpaceWalker(self)
+        transcript costs only its new words. ``wildcards=False``: sentences are followed only
+        through template words, list values and numbers (for decoding: a wildcard would let
+        any text through)."""
+        return SpaceWalker(self, wildcards)
 
     # -- the walk ---------------------------------------------------------------------------
 
@@ -159,9 +161,11 @@ class SentenceSpace:
             return (_ONE_WORD,)  # a list glued to text, e.g. "{brightness}%"
         return self._lists.get(match.group(1), (_OPEN,))
 
-    def _advance(self, positions: Iterable[_Pos], word: str) -> set[_Pos]:
+    def _advance(self, positions: Iterable[_Pos], word: str, wildcards: bool = True) -> set[_Pos]:
         out: set[_Pos] = set()
         for p in positions:
+            if p.trie is _OPEN and not wildcards:
+                continue
             if isinstance(p.trie, _Slot):
                 if _slot_takes(p.trie, p.took) and _fits(p.trie, word):
                     out.add(_slot_step(p.state, p.trie, p.took, word, p.anchored))
@@ -175,6 +179,8 @@ class SentenceSpace:
                         out.add(_Pos(to, anchored=True))
                     elif "{" in label:
                         for values in self._list_for(label):
+                            if values is _OPEN and not wildcards:
+                                continue
                             if isinstance(values, _Slot):
                                 if _fits(values, word):
                                     out.add(_slot_step(to, values, 0, word, p.anchored))
@@ -300,8 +306,9 @@ def _slot_step(state: int, slot: _Slot, took: int, word: str, anchored: bool) ->
 class SpaceWalker:
     """Walks one stream's running transcripts through a :class:`SentenceSpace` (not thread-safe)."""
 
-    def __init__(self, space: SentenceSpace) -> None:
+    def __init__(self, space: SentenceSpace, wildcards: bool = True) -> None:
         self.space = space
+        self.wildcards = wildcards
         self._words: list[str] = []
         self._steps: list[set[_Pos]] = [space._initial]
         """``_steps[i]``: where the walk is after the first ``i`` words of ``_words``."""
@@ -322,17 +329,16 @@ class SpaceWalker:
     def fork(self) -> SpaceWalker:
         """An independent walker at the same place (for each hypothesis of a beam)."""
         other = SpaceWalker.__new__(SpaceWalker)
-        other.space, other._words, other._steps = self.space, list(self._words), list(self._steps)
+        other.space, other.wildcards = self.space, self.wildcards
+        other._words, other._steps = list(self._words), list(self._steps)
         return other
 
-    def may_begin(self, text: str, wildcards: bool = True) -> bool:
+    def may_begin(self, text: str) -> bool:
         """Could ``text`` be the beginning of a template sentence, its last word perhaps unfinished?
 
         For decoding constrained to the templates, token by token: "turn on the kitch" may
         begin "turn on the kitchen light". A text ending in a space or punctuation has only
-        whole words. ``wildcards=False``: the last word must be a template word, a list value
-        or a number, not wildcard text (a decoder tries that first, so a wildcard does not
-        swallow a word the templates name).
+        whole words.
         """
         words = words_of(text)
         partial = "" if not words or not text or not (text[-1].isalnum() or text[-1] in "'%") else words.pop()
@@ -344,7 +350,7 @@ class SpaceWalker:
             return bool(positions)
         space = self.space
         for p in positions:
-            if p.trie is _OPEN and not (words and wildcards):
+            if p.trie is _OPEN and not (words and self.wildcards):
                 continue
             if isinstance(p.trie, _Slot):
                 if _slot_takes(p.trie, p.took) and _fits(p.trie, partial, partial=True):
@@ -359,7 +365,7 @@ class SpaceWalker:
                     if "{" in label:
                         for values in space._list_for(label):
                             if isinstance(values, _Slot):
-                                if (values is not _OPEN or (words and wildcards)) and _fits(values, partial, partial=True):
+                                if (values is not _OPEN or (words and self.wildcards)) and _fits(values, partial, partial=True):
                                     return True
                             elif any(w.startswith(partial) for w in values.children):
                                 return True
@@ -382,6 +388,6 @@ class SpaceWalker:
         for word in words[same:]:
             positions = self._steps[-1]
             if positions:
-                positions = space._closure(space._advance(positions, word))
+                positions = space._closure(space._advance(positions, word, self.wildcards))
             self._steps.append(positions)
             self._words.append(word)

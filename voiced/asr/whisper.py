@@ -21,7 +21,7 @@ import numpy as np
 
 from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper_model import WhisperModel
-from voiced.asr.whisper_templates import TemplateDecoding, decode_with_templates
+from voiced.asr.whisper_templates import Choice, TemplateDecoding, decode_with_templates
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
@@ -199,6 +199,25 @@ class WhisperRecognizer:
         )
 
     def _decode_piece(self, mel: np.ndarray, templates: bool) -> tuple[list[int], list[float], bool]:
+        if not templates or self._commands is None:
+            tokens, probs = self._free(mel)[0]
+            return tokens, probs, False
+        choice = self._choose(mel)
+        return choice.tokens, choice.probs, choice.from_templates
+
+    def choose(self, samples: np.ndarray) -> Choice:
+        """Both transcripts of one utterance (< 30 s) with their scores, for measuring the margin;
+        needs ``use_templates``."""
+        return self._choose(log_mel(samples, self.model.n_mels))
+
+    def _choose(self, mel: np.ndarray) -> Choice:
+        if self._commands is None:
+            raise ValueError("template-aware decoding needs use_templates(...) first")
+        free, encoded = self._free(mel)
+        return decode_with_templates(self.model, self._commands, self._template_decoding, *encoded, free)
+
+    def _free(self, mel: np.ndarray) -> tuple[tuple[list[int], list[float]], tuple]:
+        """Greedy tokens of one piece, and what a second decoding of it needs (cross K/V, frames, sot)."""
         model = self.model
         num_frames = min(len(mel), MAX_SPEECH_FRAMES)
         frames = min(num_frames + self.config.tail_padding_frames, MAX_FRAMES)
@@ -209,12 +228,7 @@ class WhisperRecognizer:
         initial = model.initial_tokens(language, self.config.translate)
         if model.multilingual and language is None:
             initial[1] = model.detect_language(cross_k, cross_v)
-        free = model.greedy(cross_k, cross_v, num_frames, initial)
-        if not templates or self._commands is None:
-            return free[0], free[1], False
-        choice = decode_with_templates(model, self._commands, self._template_decoding, cross_k, cross_v,
-                                       num_frames, initial, free)
-        return choice.tokens, choice.probs, choice.from_templates
+        return model.greedy(cross_k, cross_v, num_frames, initial), (cross_k, cross_v, num_frames, initial)
 
 
 def _pieces(samples: np.ndarray, frames: int) -> list[tuple[int, int]]:

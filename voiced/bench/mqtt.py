@@ -93,67 +93,139 @@ def _outbox_rate(port: int, workdir: Path, n: int, listener: _Listener) -> dict[
     return {"messages": n, "enqueue_per_s": round(n / queued_s), "delivered_per_s": round(n / total)}
 
 
-def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages: int = 2000) -> dict[str, object]:
-    from voiced.audio.source import WavSource
+COMMAND_TEMPLATES = """language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences: ["turn on [the] {name}", "switch on [the] {name}"]
+  HassTurnOff:
+    data:
+      - sentences: ["turn off [the] {name}", "switch off [the] {name}"]
+  HassNevermind:
+    data:
+      - sentences: ["never mind", "cancel that"]
+lists:
+  name:
+    values: ["kitchen light", "porch light", "desk lamp", "ceiling fan"]
+"""
+"""The templates of the spoken-command run (names as a user would list them)."""
+
+COMMANDS = ("Turn on the kitchen light.", "Turn off the porch light.", "Switch on the desk lamp.",
+            "Never mind.", "Turn off the ceiling fan.", "Switch off the kitchen light.")
+
+
+def _utterances_wav(work: Path, parts: list[np.ndarray]) -> Path:
     from voiced.audio.wav import write_wav
+
+    gap = np.zeros(32_000, np.float32)
+    audio = work / "utterances.wav"
+    write_wav(audio, np.concatenate([gap, *[np.concatenate([p, gap]) for p in parts]]), 16_000)
+    return audio
+
+
+def _daemon_run(work: Path, port: int, listener: _Listener, audio: Path, n: int, asr: dict, vad_model: Path,
+                templates: str, endpoint: dict | None = None) -> tuple[list[float], list[tuple[str, str]]]:
+    """One daemon over ``audio`` (paced to the clock): per-utterance end of speech → answer in ms,
+    and each answer's (topic, text)."""
+    from voiced.audio.wav import read_wav
     from voiced.config import Config
     from voiced.pipeline import Daemon
 
+    (work / "intents.yaml").write_text(templates)
+    vad: dict = {"kind": "silero", "model": str(vad_model)}
+    if endpoint:
+        vad["endpoint"] = endpoint
+    config = Config.from_dict({
+        "site": {"id": "bench"}, "audio": {"source": f"file:{audio}", "realtime": True}, "vad": vad, "asr": asr,
+        "intents": {"templates": [str(work / "intents.yaml")]},
+        "mqtt": {"host": "127.0.0.1", "port": port, "client_id": "bench-daemon"},
+        "daemon": {"state_dir": str(work / "state")},
+    })
+    daemon = Daemon(config)
+    daemon.client.connect()
+    daemon.client.wait_connected(10)
+    ends: list[float] = []
+    original = daemon._on_listen_event
+
+    def spy(ev):  # the speech end in stream time, for the wall-clock mapping below
+        if ev.type.value == "speech_end":
+            ends.append(ev.end)
+        original(ev)
+
+    daemon._on_listen_event = spy
+    first = len(listener.got)
+    t0 = time.monotonic()
+    daemon.start()
+    samples, rate = read_wav(audio)
+    deadline = t0 + len(samples) / rate + 15
+    answers = lambda: [g for g in listener.got[first:] if g[0].startswith("hermes/intent/")  # noqa: E731
+                       or g[0] == "hermes/nlu/intentNotRecognized"]
+    while len(answers()) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    daemon.stop()
+    got = answers()
+    latencies = [(arrival - (t0 + end)) * 1000 for (_, _, arrival), end in zip(got, ends)]
+    return latencies, [(topic, str(payload.get("input", ""))) for topic, payload, _ in got]
+
+
+def _pcts(latencies: list[float]) -> dict[str, float]:
+    lat = np.array(latencies) if latencies else np.array([np.nan])
+    return {"end_of_speech_to_intent_ms_p50": round(float(np.percentile(lat, 50)), 1),
+            "end_of_speech_to_intent_ms_p95": round(float(np.percentile(lat, 95)), 1)}
+
+
+def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages: int = 2000,
+               voice: Path | None = None, commands: Sequence[str] = COMMANDS) -> dict[str, object]:
+    """Utterance files through the daemon (greedy transducer); with ``voice`` (a Piper voice) and a
+    Whisper ``asr_model``, also spoken commands with intent-aware endpointing on and off, same run."""
+    from voiced.audio.source import WavSource
+
+    report: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = _Broker(work)
         listener = _Listener(broker.port)
         try:
-            gap = np.zeros(32_000, np.float32)
-            parts = [gap]
-            for f in files:
-                with WavSource(f) as src:  # any format, as the daemon would read it
-                    parts += [*src.chunks(), gap]
-            audio = work / "utterances.wav"
-            write_wav(audio, np.concatenate(parts), 16_000)
-            (work / "intents.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
-                                              "      - sentences: ['turn on [the] {name}']\n")
-            config = Config.from_dict({
-                "site": {"id": "bench"}, "audio": {"source": f"file:{audio}", "realtime": True},
-                "vad": {"kind": "silero", "model": str(vad_model)},
-                "asr": {"model": str(asr_model), "method": "greedy_search"},
-                "intents": {"templates": [str(work / "intents.yaml")]},
-                "mqtt": {"host": "127.0.0.1", "port": broker.port, "client_id": "bench-daemon"},
-                "daemon": {"state_dir": str(work / "state")},
-            })
-            daemon = Daemon(config)
-            daemon.client.connect()
-            daemon.client.wait_connected(10)
-            ends: list[float] = []
-            original = daemon._on_listen_event
-
-            def spy(ev):  # the speech end in stream time, for the wall-clock mapping below
-                if ev.type.value == "speech_end":
-                    ends.append(ev.end)
-                original(ev)
-
-            daemon._on_listen_event = spy
-            t0 = time.monotonic()
-            daemon.start()
-            duration = (sum(len(p) for p in parts)) / 16_000
-            deadline = t0 + duration + 15
-            answers = lambda: [g for g in listener.got if g[0].startswith("hermes/intent/")
-                               or g[0] == "hermes/nlu/intentNotRecognized"]
-            while len(answers()) < len(files) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            daemon.stop()
-            latencies = [(arrival - (t0 + end)) * 1000 for (_, _, arrival), end in zip(answers(), ends)]
-            rate = _outbox_rate(broker.port, work, messages, listener)
+            if files:
+                parts = []
+                for f in files:
+                    with WavSource(f) as src:  # any format, as the daemon would read it
+                        parts.append(np.concatenate(list(src.chunks())))
+                latencies, got = _daemon_run(
+                    work, broker.port, listener, _utterances_wav(work, parts), len(files),
+                    {"model": str(asr_model), "method": "greedy_search"}, vad_model,
+                    "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n")
+                report.update({"utterances": len(files), "answers": len(latencies), **_pcts(latencies),
+                               "note": "includes the endpointer's trailing silence (vad.endpoint.min_silence_ms)"})
+            if voice is not None:
+                report["spoken_commands"] = _commands_run(work, broker.port, listener, asr_model, vad_model, voice,
+                                                          commands)
+            report["outbox"] = _outbox_rate(broker.port, work, messages, listener)
         finally:
             listener.close()
             broker.close()
-    lat = np.array(latencies) if latencies else np.array([np.nan])
-    return {
-        "utterances": len(files),
-        "answers": len(latencies),
-        "end_of_speech_to_intent_ms_p50": round(float(np.percentile(lat, 50)), 1),
-        "end_of_speech_to_intent_ms_p95": round(float(np.percentile(lat, 95)), 1),
-        "note": "includes the endpointer's trailing silence (vad.endpoint.min_silence_ms)",
-        "min_silence_ms": config.vad.endpoint.min_silence_ms,
-        "outbox": rate,
-    }
+    return report
+
+
+def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, vad_model: Path, voice_path: Path,
+                  commands: Sequence[str]) -> dict[str, object]:
+    """The commands spoken by ``voice`` (noise off), intent-aware endpointing off then on."""
+    import soxr
+
+    from voiced.tts import PiperVoice, SynthesisOptions
+
+    voice = PiperVoice.load(voice_path)
+    exact = SynthesisOptions(noise_scale=0.0, noise_w=0.0)
+    parts = [soxr.resample(np.concatenate([c.samples for c in voice.synthesize(text, exact)]).astype(np.float32)
+                           / 32768, voice.sample_rate, 16_000).astype(np.float32) for text in commands]
+    audio = _utterances_wav(work, parts)
+    asr = {"model": str(asr_model), "whisper_partial_every_s": 0.2}
+    runs = {}
+    for name, matched in (("full_silence", 700), ("intent_aware", 250)):
+        latencies, got = _daemon_run(work, port, listener, audio, len(commands), asr, vad_model, COMMAND_TEMPLATES,
+                                     {"min_silence_ms": 700, "matched_silence_ms": matched})
+        runs[name] = {**_pcts(latencies), "answers": [topic.rsplit("/", 1)[-1] for topic, _ in got]}
+    runs["same_intents"] = runs["full_silence"]["answers"] == runs["intent_aware"]["answers"]
+    runs["commands"] = list(commands)
+    runs["whisper_partial_every_s"] = asr["whisper_partial_every_s"]
+    return runs
