@@ -276,6 +276,9 @@ def _values_trie(slot_list: object, intents: Intents) -> _Trie | _Slot:
     return trie
 
 
+_DIGITS = re.compile(r"[\d.,]+")
+"""A number written in digits (not "8th": an ordinal is no value of a range)."""
+
 _NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
     " seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
@@ -287,7 +290,9 @@ def _fits(slot: _Slot, word: str, partial: bool = False) -> bool:
     """Can ``word`` (or a word beginning with it) be part of the slot's value?"""
     if slot is _OPEN:
         return True
-    if any(c.isdigit() for c in word):
+    if slot is _ONE_WORD and any(c.isdigit() for c in word):
+        return True  # "34-hour", "50%": the text glued to the number comes with it
+    if _DIGITS.fullmatch(word):
         return True
     return any(w.startswith(word) for w in _NUMBER_WORDS) if partial else word in _NUMBER_WORDS
 

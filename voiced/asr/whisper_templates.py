@@ -38,8 +38,10 @@ class TemplateDecoding:
     more than this many nats (chosen on the development split of ``voiced bench commands``)."""
     top_k: int = 300
     """Tokens considered at each constrained step, most probable first."""
-    beam: int = 5
-    """Hypotheses the constrained search keeps (each costs a decoder call per token)."""
+    beam: int = 8
+    """Next tokens considered per hypothesis."""
+    max_steps: int = 120
+    """Decoder calls the constrained search may spend on one utterance (each ~10-20 ms here)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.margin <= 1000:
@@ -48,6 +50,8 @@ class TemplateDecoding:
             raise ConfigError("top_k", f"must be within 1..1000, got {self.top_k}")
         if not 1 <= self.beam <= 32:
             raise ConfigError("beam", f"must be within 1..32, got {self.beam}")
+        if not 1 <= self.max_steps <= 10_000:
+            raise ConfigError("max_steps", f"must be within 1..10000, got {self.max_steps}")
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,8 @@ class _Hyp:
     cache: tuple[object, object] | None = None
 
 
-def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding) -> list[tuple[int, float]]:
-    """Up to ``beam`` allowed next tokens of ``hyp`` with their log-probabilities, best first."""
+def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding, cap: int) -> list[tuple[int, float]]:
+    """Up to ``cap`` allowed next tokens of ``hyp`` with their log-probabilities, best first."""
     assert hyp.row is not None
     row = hyp.row
     text = model.text(hyp.tokens)
@@ -127,9 +131,10 @@ def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding) -> 
             if hyp.tokens and hyp.walker.is_whole(text):
                 found.append((candidate, float(row[candidate])))
         elif (not ended and candidate < model.eot and _plain(piece := model.text([candidate]))
+              and (text.strip() or any(c.isalnum() for c in piece))  # a sentence begins with a word
               and hyp.walker.may_begin(text + piece)):
             found.append((candidate, float(row[candidate])))
-        if len(found) == settings.beam:
+        if len(found) == cap:
             break
     return found
 
@@ -142,40 +147,48 @@ def _normalized(hyp: _Hyp) -> float:
 
 def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
                  cross_v: ort.OrtValue, num_frames: int, initial: list[int]) -> tuple[list[int], list[float], float] | None:
-    """Beam search over the tokens that keep the text inside the template sentences; None if none ends."""
+    """Best-first search over the tokens that keep the text inside the template sentences.
+
+    The most promising hypothesis (log-probability per token) is extended next, so a beginning
+    the audio favours but no sentence continues gives way to the next best one instead of
+    crowding it out of a fixed beam. Ends at the first finished sentence popped, or None when
+    ``max_steps`` decoder calls found none.
+    """
+    import heapq
+    import itertools
+
     from voiced.asr.whisper_model import TOKENS_PER_SECOND
 
     logits, k_cache, v_cache = model._step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
     limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
-    beam = [_Hyp([], [], 0.0, space.walker(wildcards=False), _log_softmax(logits[0, -1]), (k_cache, v_cache))]
-    for _ in range(limit + 1):
-        expanded: list[_Hyp] = [h for h in beam if h.row is None]
-        for hyp in beam:
-            if hyp.row is None:
+    order = itertools.count()  # ties: the earlier first
+    root = _Hyp([], [], 0.0, space.walker(wildcards=False), _log_softmax(logits[0, -1]), (k_cache, v_cache))
+    queue: list[tuple[float, int, _Hyp]] = [(0.0, next(order), root)]
+    steps = 0
+    while queue:
+        _, _, hyp = heapq.heappop(queue)
+        if hyp.row is None and hyp.cache is None:
+            return hyp.tokens, hyp.probs, hyp.logprob  # a finished sentence is the best thing left
+        if hyp.row is None:  # extend: one decoder call for the token that made this hypothesis
+            if steps == settings.max_steps:
+                return None
+            steps += 1
+            k, v = hyp.cache  # type: ignore[misc]
+            logits, k, v = model._step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
+                                       len(initial) + len(hyp.tokens) - 1)
+            hyp.row, hyp.cache = _log_softmax(logits[0, -1]), (k, v)
+        # the first word decides most: the audio's first choices are often no command's beginning
+        cap = settings.beam * (4 if not hyp.tokens else 1)
+        for token, logp in _next_tokens(model, hyp, settings, cap):
+            if token == model.eot:
+                child = _Hyp(hyp.tokens, hyp.probs, hyp.logprob + logp, hyp.walker)
+            elif len(hyp.tokens) < limit:
+                child = _Hyp([*hyp.tokens, token], [*hyp.probs, float(np.exp(logp))], hyp.logprob + logp,
+                             hyp.walker.fork(), None, hyp.cache)
+            else:
                 continue
-            for token, logp in _next_tokens(model, hyp, settings):
-                if token == model.eot:
-                    expanded.append(_Hyp(hyp.tokens, hyp.probs, hyp.logprob + logp, hyp.walker))
-                else:
-                    expanded.append(_Hyp([*hyp.tokens, token], [*hyp.probs, float(np.exp(logp))],
-                                         hyp.logprob + logp, hyp.walker.fork(), hyp.row, hyp.cache))
-        beam = sorted(expanded, key=_normalized, reverse=True)[:settings.beam]
-        if not beam or all(h.row is None for h in beam):
-            break
-        for hyp in beam:
-            if hyp.row is not None and hyp.cache is not None and len(hyp.tokens) <= limit:
-                k, v = hyp.cache
-                logits, k, v = model._step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
-                                           len(initial) + len(hyp.tokens) - 1)
-                hyp.row, hyp.cache = _log_softmax(logits[0, -1]), (k, v)
-            elif hyp.row is not None:
-                hyp.row = None
-                hyp.logprob = -np.inf  # out of room before a sentence ended
-    done = [h for h in beam if h.row is None and h.cache is None and np.isfinite(h.logprob)]
-    if not done:
-        return None
-    best = max(done, key=_normalized)
-    return best.tokens, best.probs, best.logprob
+            heapq.heappush(queue, (-_normalized(child), next(order), child))
+    return None
 
 
 def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding,
