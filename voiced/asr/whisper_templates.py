@@ -1,14 +1,15 @@
 """Template-aware Whisper decoding: a command the templates allow, when the audio supports it.
 
 Free greedy decoding is bad at short commands: a device name comes out as a similar-sounding
-word, two-word commands as unrelated phrases. Here a second, constrained greedy pass keeps
-only tokens that continue a template sentence (checked on the text with the sentence space,
-so any tokenization of a sentence is allowed, and its ending only where a sentence is whole),
-taking at each step the most probable allowed token among the model's top ``top_k``. Both
-texts are scored by the same model on the same audio (the sum of token log-probabilities,
-end of text included), and the constrained one wins unless the free one is more probable by
-more than ``margin`` nats. Read speech that is no command has no constrained path among the
-top tokens, or only an improbable one, so it keeps its free transcript.
+word, two-word commands as unrelated phrases. Here a second, constrained search keeps only
+tokens that continue a template sentence (checked on the text with the sentence space, so any
+tokenization of a sentence is allowed, and its end only where hassil matches the whole text).
+It is best-first: the hypothesis with the best log-probability per token is extended next,
+within a budget of decoder calls. Wildcard sentences are not followed (a wildcard would let any
+text through): their utterances keep the free transcript. Both texts are scored by the same
+model on the same audio (the sum of token log-probabilities, end of text included), and the
+constrained one wins unless the free one is more probable by more than ``margin`` nats. Read
+speech that is no command finds no constrained sentence, or only an improbable one.
 """
 
 from __future__ import annotations
