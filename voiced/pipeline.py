@@ -42,6 +42,7 @@ from voiced.mqtt.discovery import (
     DiscoveryConfig,
     intent_event,
     transcript_state,
+    wake_event,
 )
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 from voiced.runtime.hardware import OnnxRole, Stage, select_profile
@@ -132,6 +133,7 @@ class Daemon:
             self.client,
             DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
             self.intents.intent_names,
+            wake_words=self.wake.labels if self.wake is not None else (),
         )
         self.source: AudioSource = open_source(
             config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
@@ -524,6 +526,7 @@ class Daemon:
         msg = hermes.hotword_detected(detection.label, self.site_id, session, detection.score,
                                       self.config.wake.threshold)
         self.client.publish(msg.topic, msg.json())
+        self.client.publish(self.discovery.topics.wake, wake_event(detection.label, detection.score, session, self.site_id))
         if self.mode is ListenMode.WAKE:
             self.listener = self._new_listener()  # a fresh endpointer: the wake word is not part of the utterance
             self._wake_session = session

@@ -61,12 +61,19 @@ def test_wake_word_then_command_becomes_an_intent_and_nothing_else_is_heard(
     wav = tmp_path / "room.wav"
     write_wav(wav, audio[:, None], 16000)
     sub = subscriber_factory(broker, "hermes/#")
+    everything = subscriber_factory(broker, "#")
     daemon = Daemon(_config(tmp_path, broker, wav, whisper_model_dir, models), ListenMode.WAKE)
     daemon.start()
     try:
         [raw] = sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
         hotword = HotwordDetected.from_dict(json.loads(raw))
         assert hotword.site_id == "kitchen" and hotword.model_id == "alexa_v0.1" and hotword.session_id
+        # Home Assistant sees the wake word too: an event entity whose event fires with the detection
+        topics = daemon.discovery.topics
+        [event] = [json.loads(p) for p in everything.wait_count(1, topics.wake)]
+        assert event["event_type"] == "alexa_v0.1" and event["session_id"] == hotword.session_id
+        configs = [json.loads(p) for t, p, _ in everything.messages if t.endswith("/wake/config")]
+        assert configs and configs[-1]["event_types"] == ["alexa_v0.1"] and configs[-1]["state_topic"] == topics.wake
         [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
         intent = NluIntent.from_dict(json.loads(raw))
         assert intent.session_id == hotword.session_id

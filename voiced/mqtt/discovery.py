@@ -103,6 +103,8 @@ class StateTopics:
     """``ON`` / ``OFF``."""
     speaking: str
     """``ON`` / ``OFF``."""
+    wake: str
+    """JSON ``{"event_type": <wake word>, "score": …, "session_id": …}`` per detection."""
 
 
 def state_topics(config: DiscoveryConfig) -> StateTopics:
@@ -113,6 +115,7 @@ def state_topics(config: DiscoveryConfig) -> StateTopics:
         transcript_attributes=f"{base}/transcript/attributes",
         listening=f"{base}/listening",
         speaking=f"{base}/speaking",
+        wake=f"{base}/wake",
     )
 
 
@@ -127,8 +130,9 @@ class DiscoveryMessage:
         return json.dumps(self.config, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str]) -> list[DiscoveryMessage]:
-    """The discovery configs of every entity, for the given intent names."""
+def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
+                       wake_words: Iterable[str] = ()) -> list[DiscoveryMessage]:
+    """The discovery configs of every entity, for the given intent names (and wake words, if any)."""
     node = config.node_id
     topics = state_topics(config)
     device: dict[str, Any] = {
@@ -160,7 +164,8 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str]) -> 
                payload_on="ON", payload_off="OFF", icon="mdi:microphone"),
         entity(Component.BINARY_SENSOR, "speaking", "Speaking", state_topic=topics.speaking,
                payload_on="ON", payload_off="OFF", icon="mdi:speaker"),
-    ]
+    ] + ([entity(Component.EVENT, "wake", "Wake word", state_topic=topics.wake,
+                 event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else [])
 
 
 def intent_event(intent: Intent, site_id: str) -> bytes:
@@ -176,6 +181,12 @@ def intent_event(intent: Intent, site_id: str) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def wake_event(label: str, score: float, session_id: str, site_id: str) -> bytes:
+    """The wake-word event entity's payload for one detection."""
+    body = {"event_type": label, "score": round(score, 4), "session_id": session_id, "site_id": site_id}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def transcript_state(text: str, details: Mapping[str, Any] | None = None) -> tuple[bytes, bytes]:
     """(state, attributes) payloads of the transcript sensor: the text cut to 255 characters,
     and a JSON object with the full ``text`` and ``details`` (likelihood, seconds, session…)."""
@@ -187,11 +198,13 @@ def transcript_state(text: str, details: Mapping[str, Any] | None = None) -> tup
 class Discovery:
     """Keeps HA's view of the device current: publishes on connect and on HA's birth message."""
 
-    def __init__(self, client: MqttClient, config: DiscoveryConfig, intent_names: Sequence[str]) -> None:
+    def __init__(self, client: MqttClient, config: DiscoveryConfig, intent_names: Sequence[str],
+                 wake_words: Sequence[str] = ()) -> None:
         self.client = client
         self.config = config
         self._lock = threading.Lock()
         self._intent_names = tuple(intent_names)
+        self._wake_words = tuple(wake_words)
         self.publications = 0
         """How many times the configs were published (for stats and tests)."""
         client.add_connect_listener(self.publish)
@@ -212,7 +225,7 @@ class Discovery:
         with self._lock:
             names = self._intent_names
             self.publications += 1
-        for message in discovery_messages(self.config, names):
+        for message in discovery_messages(self.config, names, self._wake_words):
             self.client.publish(message.topic, message.json(), retain=True)
         log.debug("published Home Assistant discovery for %s", self.config.node_id)
 
