@@ -116,7 +116,7 @@ class AsrSection:
     template_decoding: bool = True
     """Whisper with intents: decode each utterance also constrained to the template sentences and
     take that text unless the free one is clearly more probable (see "Template-aware decoding")."""
-    template_margin: float = 6.0
+    template_margin: float = 20.0
     """Nats by which the free transcript must beat the template one to be kept."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results, which intent-aware

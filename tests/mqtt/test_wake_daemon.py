@@ -7,6 +7,7 @@ the wake word itself; the command is, in the session the wake word opened.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -80,5 +81,42 @@ def test_wake_word_then_command_becomes_an_intent_and_nothing_else_is_heard(
         assert {s.slot_name: s.value["value"] for s in intent.slots}["name"] == "kitchen light"
         captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.payloads("hermes/asr/textCaptured")]
         assert [c.text.lower().strip(".") for c in captured] == ["turn on the kitchen light"]  # not the human, not "alexa"
+    finally:
+        daemon.stop(timeout=2)
+
+
+@pytest.mark.shared
+def test_hotword_toggle_off_silences_the_wake_word_and_toggle_on_brings_it_back(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models, speech) -> None:
+    """A retained toggleOff (as a dialogue manager leaves it) is in force before the first "alexa";
+    toggleOn, sent once that "alexa" has been heard, lets the second one through. The audio is paced
+    to the clock, and each message has seconds of silence before the "alexa" it must precede."""
+    from tests.mqtt.conftest import raw_publish
+    from voiced.pipeline import Daemon, ListenMode
+    from tests.support import wait_until
+
+    gap = np.zeros(16000, np.float32)
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    first_end = 3 + len(alexa) / 16000
+    audio = np.concatenate([gap, gap, gap, alexa, *[gap] * 5, alexa, gap, gap])
+    wav = tmp_path / "room.wav"
+    write_wav(wav, audio[:, None], 16000)
+    config = _config(tmp_path, broker, wav, whisper_model_dir, models)
+    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True))
+    sub = subscriber_factory(broker, "hermes/hotword/#")
+    off = b'{"siteId": "kitchen", "reason": "dialogueSession"}'
+    raw_publish(broker, "hermes/hotword/toggleOff", off, retain=True)
+    daemon = Daemon(config, ListenMode.ALWAYS)
+    daemon.start()
+    try:
+        # once the first "alexa" has gone by (stream time), detection comes back on
+        wait_until(lambda: daemon.counters.get("windows") * 0.1 > first_end + 0.5, timeout=30, what="the first alexa")
+        raw_publish(broker, "hermes/hotword/toggleOff", b"", retain=True)  # clear the retained message
+        raw_publish(broker, "hermes/hotword/toggleOn", b'{"siteId": "kitchen"}')
+        [raw] = sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
+        wait_until(lambda: daemon.counters.get("windows") * 0.1 >= len(audio) / 16000 - 0.2, timeout=30,
+                   what="the end of the audio")
+        assert len(sub.payloads("hermes/hotword/alexa_v0.1/detected")) == 1  # the second alexa only
+        assert daemon.counters.get("wake_detections") == 1
     finally:
         daemon.stop(timeout=2)

@@ -34,7 +34,7 @@ __all__ = ["Choice", "TemplateDecoding", "decode_with_templates"]
 class TemplateDecoding:
     """How template-aware decoding chooses between the free and the constrained transcript."""
 
-    margin: float = 6.0
+    margin: float = 20.0
     """The free transcript wins only when its log-probability exceeds the constrained one's by
     more than this many nats (chosen on the development split of ``voiced bench commands``)."""
     top_k: int = 300
