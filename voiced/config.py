@@ -116,8 +116,8 @@ class AsrSection:
     template_decoding: bool = True
     """Whisper with intents: decode each utterance also constrained to the template sentences and
     take that text unless the free one is clearly more probable (see "Template-aware decoding")."""
-    template_margin: float = 20.0
-    """Nats by which the free transcript must beat the template one to be kept."""
+    template_margin: float = 1.5
+    """Nats per token by which the free transcript must beat the template one to be kept."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results, which intent-aware
     endpointing ([vad.endpoint] matched_silence_ms) needs; each costs a decode of what was said so

@@ -29,7 +29,7 @@ __all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_comma
 NAMES = ("kitchen light", "porch light", "living room lamp", "ceiling fan", "garage door", "desk lamp",
          "hallway light", "bedroom heater", "front door", "tv")
 AREAS = ("kitchen", "bedroom", "living room", "garage", "office", "bathroom")
-MARGINS = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 1000.0)
+MARGINS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
 
 
 @dataclass(frozen=True)
