@@ -101,20 +101,6 @@ def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], see
     return out
 
 
-def _faster_whisper(ct2_dir: Path, audio: Sequence[np.ndarray]) -> tuple[list[str], list[float]]:
-    from faster_whisper import WhisperModel
-
-    fw = WhisperModel(str(ct2_dir), device="cpu", compute_type="int8", cpu_threads=1, num_workers=1)
-    texts, times = [], []
-    for x in audio:
-        t = time.process_time()
-        segments, _ = fw.transcribe(x, beam_size=1, temperature=0.0, without_timestamps=True,
-                                    condition_on_previous_text=False, vad_filter=False, language="en")
-        texts.append(" ".join(s.text.strip() for s in segments))
-        times.append(time.process_time() - t)
-    return texts, times
-
-
 def _figures(refs: Sequence[str], texts: Sequence[str], wanted: Sequence, recognizer) -> dict[str, float]:
     figures = {"wer_percent": wer(zip(refs, texts))}
     if wanted:
@@ -138,7 +124,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
     from voiced.asr.whisper_templates import TemplateDecoding
     from voiced.audio.wav import read_wav
-    from voiced.bench.whisper import _references, default_ct2_dir
+    from voiced.bench.whisper import transcripts_of, default_ct2_dir, faster_whisper_texts
     from voiced.errors import ConfigError
     from voiced.tts import PiperVoice
 
@@ -189,14 +175,14 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     }
     ct2_dir = ct2_dir or default_ct2_dir()
     if ct2_dir is not None:
-        fw_texts, fw_s = _faster_whisper(ct2_dir, [audio[i] for i in test])
+        fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test])
         report["test"]["faster_whisper_int8"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
         report["cpu_ms_per_command"]["faster_whisper_int8_p50"] = round(1000 * float(np.median(fw_s)), 1)
         fw_wer = report["test"]["faster_whisper_int8"]["wer_percent"]
         report["test"]["template_wer_over_faster_whisper"] = round(
             report["test"]["template_aware"]["wer_percent"] / max(fw_wer, 1e-9), 3)
     if hifitts:
-        hifi_refs = _references(hifi_files)
+        hifi_refs = transcripts_of(hifi_files)
         pairs_free, pairs_templ, chosen = [], [], 0
         for f in hifi_files:
             choice = whisper.choose(read_wav(f)[0][:, 0]).with_margin(margin)

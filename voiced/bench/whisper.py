@@ -21,7 +21,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,8 @@ def default_ct2_dir() -> Path | None:
     return path if (path / "model.bin").is_file() else None
 
 
-def _references(files: Sequence[Path]) -> dict[str, str]:
+def transcripts_of(files: Sequence[Path]) -> dict[str, str]:
+    """Reference transcripts of ``files`` (a transcript.txt beside each, or a transcripts.tsv above), by path."""
     refs: dict[str, str] = {}
     for f in files:
         if (f.parent / "transcript.txt").is_file():
@@ -111,16 +112,24 @@ def _run(engine: str, model: str, threads: int, files: list[str]) -> dict[str, o
             decode_s.append(time.perf_counter() - t)
             texts.append(s.result.text.strip())
     else:
-        from faster_whisper import WhisperModel
-
-        fw = WhisperModel(model, device="cpu", compute_type="int8", cpu_threads=threads, num_workers=1)
-        for x in audio:
-            t = time.perf_counter()
-            segments, _ = fw.transcribe(x, beam_size=1, temperature=0.0, without_timestamps=True,
-                                        condition_on_previous_text=False, vad_filter=False, language="en")
-            texts.append(" ".join(s.text.strip() for s in segments))
-            decode_s.append(time.perf_counter() - t)
+        texts, decode_s = faster_whisper_texts(Path(model), audio, threads, clock=time.perf_counter)
     return {"texts": texts, "decode_s": decode_s}
+
+
+def faster_whisper_texts(ct2_dir: Path, audio: Sequence[np.ndarray], threads: int = 1,
+                         clock: Callable[[], float] = time.process_time) -> tuple[list[str], list[float]]:
+    """faster-whisper (int8, greedy, no timestamps, English) on each utterance: texts and times by ``clock``."""
+    from faster_whisper import WhisperModel
+
+    fw = WhisperModel(str(ct2_dir), device="cpu", compute_type="int8", cpu_threads=threads, num_workers=1)
+    texts, seconds = [], []
+    for x in audio:
+        t = clock()
+        segments, _ = fw.transcribe(x, beam_size=1, temperature=0.0, without_timestamps=True,
+                                    condition_on_previous_text=False, vad_filter=False, language="en")
+        texts.append(" ".join(s.text.strip() for s in segments))
+        seconds.append(clock() - t)
+    return texts, seconds
 
 
 def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_dir: Path | None = None,
@@ -129,7 +138,7 @@ def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_
     from voiced.asr.wer import NORMALIZER, wer
 
     files = [Path(f).resolve() for f in files]
-    refs = _references(files)
+    refs = transcripts_of(files)
     audio_s = 0.0
     from voiced.audio.wav import read_wav
 
