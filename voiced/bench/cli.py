@@ -49,7 +49,8 @@ def add_bench_parser(sub: Any) -> None:
                         " real-time source of quiet noise; reads CPU and memory from /proc.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
-    b.add_argument("--idle-seconds", type=float, default=20.0)
+    b.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU is measured on the first start")
+    b.add_argument("--starts", type=int, default=5, metavar="N", help="cold starts, one after another (median)")
     b.set_defaults(func=_service)
 
     b = bsub.add_parser("tts", help="time to first audio and real-time factor of Piper voices",
@@ -155,9 +156,9 @@ def _mqtt(args: argparse.Namespace) -> int:
 
 
 def _service(args: argparse.Namespace) -> int:
-    from voiced.bench.service import bench_service
+    from voiced.bench.service import bench_service_starts
 
-    return _print(bench_service(args.asr_model, args.vad_model, args.idle_seconds))
+    return _print(bench_service_starts(args.asr_model, args.vad_model, args.idle_seconds, args.starts))
 
 
 def _tts(args: argparse.Namespace) -> int:

@@ -17,7 +17,22 @@ from pathlib import Path
 import numpy as np
 from voiced.bench.common import proc_cpu_seconds, proc_peak_rss_mb
 
-__all__ = ["bench_service"]
+__all__ = ["bench_service", "bench_service_starts"]
+
+def bench_service_starts(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0,
+                         starts: int = 5) -> dict[str, object]:
+    """``starts`` cold starts one after another: each one's figures and the medians."""
+    from voiced.bench.common import median
+
+    runs = [bench_service(asr_model, vad_model, idle_seconds if i == 0 else 1.0) for i in range(starts)]
+    return {
+        "starts": starts,
+        "cold_start_to_ready_ms_p50": median([r["cold_start_to_ready_ms"] for r in runs]),
+        "cold_start_to_ready_ms_each": [r["cold_start_to_ready_ms"] for r in runs],
+        "cpu_s_until_ready_p50": median([r["cpu_s_until_ready"] for r in runs]),
+        "first_run": runs[0],
+    }
+
 
 def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) -> dict[str, object]:
     from voiced.audio.wav import write_wav
