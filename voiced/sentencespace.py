@@ -2,13 +2,17 @@
 
 Built once from the loaded hassil templates with hassil's own sentence FST
 (``hassil.fst.intents_to_fst``, the structure Home Assistant's speech-to-phrase compiles),
-then walked word by word over a running transcript. The endpointer asks one question of it:
-*is this text a complete command that no longer template sentence could still extend?* If so
-the utterance may end after a short silence (``[vad.endpoint] matched_silence_ms``).
+with each slot's list values as a trie, then walked word by word over a running transcript
+(a :class:`SpaceWalker` per stream). Two users ask it questions:
 
-The answer errs on the side of waiting: whatever the walk cannot decide — wildcards, number
-ranges, list values written as templates, labels where a list is glued to text (``{x}%``) — is
-an *open slot* that may always take one more word, so it never says "final" through one.
+- the endpointer: *is this text a whole command that no longer template sentence could still
+  extend?* If so the utterance may end after a short silence (``matched_silence_ms``);
+- template-aware Whisper decoding: *may this text, its last word perhaps unfinished, begin a
+  template sentence?* and *is it a whole one?*
+
+The answers err on the side of waiting: a slot the walk cannot spell out — a wildcard, a list
+written as templates beyond a bound — may always take one more word, so the walk never says
+"final" through one; number ranges take digits or number words.
 """
 
 from __future__ import annotations
@@ -320,16 +324,24 @@ class SpaceWalker:
 
     def complete(self, text: str) -> Completion:
         """As :meth:`SentenceSpace.complete`, reusing the walk of the words shared with the last text."""
-        self._walk(words_of(text))
-        space = self.space
-        positions = {p for p in self._steps[-1] if p.anchored}
-        whole = any(p.trie is None and p.state in space._finals for p in positions)
-        more = any(space._may_continue(p) for p in positions)
-        if whole and not more and (space._verify is None or space._verify(text)):
+        whole, more = self._where(text)
+        if whole and not more and self._verified(text):
             return Completion.FINAL
         if whole:
             return Completion.EXTENDABLE
         return Completion.PREFIX if more else Completion.NONE
+
+    def _where(self, text: str) -> tuple[bool, bool]:
+        """(a whole sentence ends here, a longer one may go on), by the walk alone."""
+        self._walk(words_of(text))
+        space = self.space
+        positions = {p for p in self._steps[-1] if p.anchored}
+        return (any(p.trie is None and p.state in space._finals for p in positions),
+                any(space._may_continue(p) for p in positions))
+
+    def _verified(self, text: str) -> bool:
+        verify = self.space._verify
+        return verify is None or verify(text)
 
     def fork(self) -> SpaceWalker:
         """An independent walker at the same place (for each hypothesis of a beam)."""
@@ -378,9 +390,7 @@ class SpaceWalker:
 
     def is_whole(self, text: str) -> bool:
         """Is ``text`` a whole template sentence (longer ones may exist), the verifier agreeing?"""
-        verify = self.space._verify
-        return (self.complete(text) in (Completion.FINAL, Completion.EXTENDABLE)
-                and (verify is None or verify(text)))
+        return self._where(text)[0] and self._verified(text)
 
     def _walk(self, words: list[str]) -> None:
         """Bring ``_steps`` to the positions after ``words``, reusing the shared prefix."""
