@@ -186,11 +186,13 @@ class WhisperModel:
 
     def detect_language(self, cross_k: ort.OrtValue, cross_v: ort.OrtValue) -> int:
         """The language token with the highest logit after sot, as sherpa-onnx picks it."""
-        logits, _, _ = self._step(np.array([[self.sot]], np.int64), None, None, cross_k, cross_v, 0)
+        logits, _, _ = self.decode_step(np.array([[self.sot]], np.int64), None, None, cross_k, cross_v, 0)
         ids = list(self.languages.values())
         return ids[int(np.argmax(logits[0, -1, ids]))]
 
-    def _step(self, tokens: np.ndarray, k_cache, v_cache, cross_k, cross_v, offset: int):
+    def decode_step(self, tokens: np.ndarray, k_cache, v_cache, cross_k, cross_v, offset: int):
+        """One decoder call: ``tokens`` [1, n] after ``offset`` cached ones → (logits, K cache, V cache);
+        caches None start empty."""
         import onnxruntime as ort
 
         if k_cache is None:
@@ -214,7 +216,7 @@ class WhisperModel:
         The same steps as sherpa-onnx's OfflineWhisperGreedySearchDecoder: at most 6 tokens per
         second of audio (and half the text context); stop at eot or when the cache is full.
         """
-        logits, k_cache, v_cache = self._step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
+        logits, k_cache, v_cache = self.decode_step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
         offset = len(initial)
         row = logits[0, -1]
         limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), self.n_text_ctx // 2)
@@ -226,7 +228,7 @@ class WhisperModel:
                 break
             tokens.append(token)
             probs.append(_probability(row, token))
-            logits, k_cache, v_cache = self._step(np.array([[token]], np.int64), k_cache, v_cache,
+            logits, k_cache, v_cache = self.decode_step(np.array([[token]], np.int64), k_cache, v_cache,
                                                   cross_k, cross_v, offset)
             offset += 1
             if offset >= self.n_text_ctx - 1:

@@ -111,7 +111,7 @@ def _log_softmax(row: np.ndarray) -> np.ndarray:
 def _score(model: WhisperModel, cross_k: ort.OrtValue, cross_v: ort.OrtValue, initial: list[int],
            tokens: list[int]) -> float:
     """Log-probability of ``tokens`` then end of text, in one teacher-forced decoder call."""
-    logits, _, _ = model._step(np.array([initial + tokens], np.int64), None, None, cross_k, cross_v, 0)
+    logits, _, _ = model.decode_step(np.array([initial + tokens], np.int64), None, None, cross_k, cross_v, 0)
     rows = logits[0, len(initial) - 1:]
     return float(sum(_log_softmax(rows[i])[t] for i, t in enumerate([*tokens, model.eot])))
 
@@ -123,8 +123,10 @@ class _Hyp:
     logprob: float
     walker: SpaceWalker
     row: np.ndarray | None = None
-    """log-probabilities of the next token; None once finished (end of text chosen)."""
+    """Log-probabilities of the next token; None until the decoder has been run for the last token."""
     cache: tuple[object, object] | None = None
+    """The decoder's self-attention K/V after the tokens before the last; None once the hypothesis
+    is finished (end of text chosen)."""
 
 
 def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding, cap: int) -> list[tuple[int, float]]:
@@ -167,7 +169,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
 
     from voiced.asr.whisper_model import TOKENS_PER_SECOND
 
-    logits, k_cache, v_cache = model._step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
+    logits, k_cache, v_cache = model.decode_step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
     limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
     order = itertools.count()  # ties: the earlier first
     root = _Hyp([], [], 0.0, space.walker(wildcards=False), _log_softmax(logits[0, -1]), (k_cache, v_cache))
@@ -182,7 +184,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
                 return None
             steps += 1
             k, v = hyp.cache  # type: ignore[misc]
-            logits, k, v = model._step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
+            logits, k, v = model.decode_step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
                                        len(initial) + len(hyp.tokens) - 1)
             hyp.row, hyp.cache = _log_softmax(logits[0, -1]), (k, v)
         # the first word decides most: the audio's first choices are often no command's beginning
