@@ -18,8 +18,10 @@ from voiced.errors import ConfigError
 from voiced.intentconfig import IntentsSection
 from voiced.llm.config import LlmConfig
 from voiced.mqtt.config import MqttConfig
+from voiced.tts.config import SynthesisOptions
 from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
+from voiced.wyoming.config import WyomingConfig
 
 __all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection", "WakeSection"]
 
@@ -170,14 +172,27 @@ class TtsSection:
     """After speaking, the microphone stays muted this long (echo and device latency)."""
     max_pending: int = 16
     """Requests queued behind the one playing; more are refused."""
+    length_scale: float | None = None
+    """Speaking slowness (1 the voice's pace, 1.2 slower); unset: the voice's ``inference.length_scale``."""
+    noise_scale: float | None = None
+    """Variation of the voice; 0 makes speech repeatable sample for sample. Unset: the voice's default."""
+    noise_w: float | None = None
+    """Variation of phoneme durations; 0 with ``noise_scale = 0``: repeatable speech. Unset: the voice's default."""
 
     def __post_init__(self) -> None:
+        self.options  # noqa: B018 - SynthesisOptions checks the three scales and names the bad one
         if self.max_text_chars < 1:
             raise ConfigError("max_text_chars", f"must be >= 1, got {self.max_text_chars}")
         if not 0 <= self.tail_ms <= 10_000:
             raise ConfigError("tail_ms", f"must be within 0..10000, got {self.tail_ms}")
         if self.max_pending < 1:
             raise ConfigError("max_pending", f"must be >= 1, got {self.max_pending}")
+
+
+    @property
+    def options(self) -> SynthesisOptions:
+        """What every request is synthesized with (Hermes tts/say, Wyoming synthesize)."""
+        return SynthesisOptions(length_scale=self.length_scale, noise_scale=self.noise_scale, noise_w=self.noise_w)
 
 
 @dataclass(frozen=True)
@@ -223,6 +238,7 @@ class Config:
     tts: TtsSection = field(default_factory=TtsSection)
     playback: PlaybackConfig = field(default_factory=PlaybackConfig)
     wake: WakeSection = field(default_factory=WakeSection)
+    wyoming: WyomingConfig = field(default_factory=WyomingConfig)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -233,7 +249,8 @@ class Config:
         hints = {"site": SiteSection, "audio": AudioSection, "vad": VadSection, "asr": AsrSection,
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
                  "hardware": HardwareSection, "llm": LlmConfig,
-                 "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig, "wake": WakeSection}
+                 "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig, "wake": WakeSection,
+                 "wyoming": WyomingConfig}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)

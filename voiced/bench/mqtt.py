@@ -129,6 +129,7 @@ def _daemon_run(work: Path, port: int, listener: _Listener, audio: Path, n: int,
     and each answer's (topic, text)."""
     from voiced.audio.wav import read_wav
     from voiced.config import Config
+    from voiced.core import SpeechEnded
     from voiced.pipeline import Daemon
 
     (work / "intents.yaml").write_text(templates)
@@ -145,14 +146,12 @@ def _daemon_run(work: Path, port: int, listener: _Listener, audio: Path, n: int,
     daemon.client.connect()
     daemon.client.wait_connected(10)
     ends: list[float] = []
-    original = daemon._on_listen_event
 
-    def spy(ev):  # the speech end in stream time, for the wall-clock mapping below
-        if ev.type.value == "speech_end":
+    def on_event(ev: object) -> None:  # the speech end in stream time, for the wall-clock mapping below
+        if isinstance(ev, SpeechEnded):
             ends.append(ev.end)
-        original(ev)
 
-    daemon._on_listen_event = spy
+    daemon.core.subscribe(on_event)
     first = len(listener.got)
     t0 = time.monotonic()
     daemon.start()

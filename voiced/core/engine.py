@@ -1,0 +1,446 @@
+"""The core: capture → listen (wake word, VAD + ASR) → intent, and speech out; no protocol inside.
+
+Stages run on named threads and talk through bounded queues (DESIGN.md, "Threads"):
+
+- ``capture``: audio source → 10 ms frames → windows → ``windows`` queue (drop oldest, counted);
+- ``listen``: windows → wake word → endpointer + recognizer → events;
+- ``intent``: transcripts and adapters' queries → hassil (→ LLM → cloud) → intent events;
+- ``speak``: say/play requests → Piper → ALSA, capture muted meanwhile (half-duplex).
+
+Adapters (Hermes/MQTT, Wyoming) subscribe to the typed events of ``voiced.core.events`` and
+call the command methods here (``query``, ``start_listening``, ``say`` …).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+
+from voiced.audio.frames import Window, Windower
+from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
+from voiced.cloud.pool import CloudResult
+from voiced.config import Config
+from voiced.core.events import (
+    CoreEvent,
+    EventHandler,
+    IntentNotRecognized,
+    IntentRecognized,
+    ListenMode,
+    ListenRequest,
+    PartialTranscript,
+    SessionEnded,
+    SessionReason,
+    SpeakingChanged,
+    SpeechEnded,
+    SpeechFinished,
+    SpeechStarted,
+    Transcript,
+    TranscriptCorrected,
+    Utterance,
+    WakeDetected,
+    Word,
+)
+from voiced.core.models import Models
+from voiced.errors import ConfigError
+from voiced.intents import Intent
+from voiced.listener import ListenEvent, ListenEventType
+from voiced.runtime.hardware import Stage, select_profile
+from voiced.runtime.notify import SystemdNotifier
+from voiced.runtime.supervisor import StageContext, Supervisor
+from voiced.stages import Counters, DropOldestQueue
+from voiced.tts import AlsaPlayer, Speaker, SpeakerConfig, SpeechRequest
+from voiced.tts.audio import AudioChunk
+from voiced.wake import Detection
+
+__all__ = ["Core", "WindowTap"]
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2
+"""How often an idle stage wakes to check for stop (and beat its heartbeat)."""
+
+WindowTap = Callable[[Window], None]
+"""Sees every window the listen stage hears (not the muted ones), on the listen thread."""
+
+
+class _EndOfAudio:
+    """Queued after the last window of a finite source (a file)."""
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+
+class Core:
+    """Owns the models, the audio source, the sessions and the stage threads."""
+
+    def __init__(self, config: Config, mode: ListenMode = ListenMode.ALWAYS,
+                 notifier: SystemdNotifier | None = None, status: Callable[[], str] | None = None) -> None:
+        self.config = config
+        self.mode = mode
+        self.counters = Counters()
+        self.stop_event = threading.Event()
+        self._handlers: list[EventHandler] = []
+        self._taps: list[WindowTap] = []
+        self._lock = threading.Lock()
+        self._muted = False
+        self._request: ListenRequest | None = None  # an open listening request (on_request)
+        self._utterance_session: str | None = None  # session of the utterance being heard
+        self._speaking = False  # set by the speaker: capture is ignored meanwhile
+        self._wake_enabled = True
+        self._wake_session: str | None = None  # the session a wake word opened, until its utterance ends
+        self._wake_until = 0.0  # stream time by which speech must start after the wake word
+        self.profile = select_profile(config.hardware.profile)
+        self.notifier = notifier or SystemdNotifier()
+        self.supervisor = Supervisor(notifier=self.notifier, status=status or self.status_line)
+        self.models = Models.load(config, self.profile, self.counters)
+        if mode is ListenMode.WAKE and self.models.wake is None:
+            raise ConfigError("wake.models", "listen mode 'wake' needs at least one wake word model", str(config.path))
+        self.wake_stream = self.models.wake.create_stream() if self.models.wake is not None else None
+        self.listener = self.models.new_listener()
+        self.speaker: Speaker | None = None
+        if self.models.voice is not None or config.wyoming.satellite:  # a satellite plays Home Assistant's audio
+            self.speaker = Speaker(self.models.voice, AlsaPlayer(config.playback),
+                                   SpeakerConfig(config.tts.tail_ms, config.tts.max_pending),
+                                   on_speaking=self._on_speaking, on_finished=self._on_spoken)
+        self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
+        self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
+        self.source: AudioSource = open_source(
+            config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
+            stop=self.stop_event, config_file=str(config.path) if config.path else None,
+        )
+
+    # -- adapters ----------------------------------------------------------------------------
+
+    def subscribe(self, handler: EventHandler) -> None:
+        """``handler`` gets every event, on the stage thread that made it: translate and enqueue only."""
+        self._handlers.append(handler)
+
+    def unsubscribe(self, handler: EventHandler) -> None:
+        if handler in self._handlers:
+            self._handlers.remove(handler)
+
+    def add_window_tap(self, tap: WindowTap) -> None:
+        self._taps.append(tap)
+
+    def remove_window_tap(self, tap: WindowTap) -> None:
+        if tap in self._taps:
+            self._taps.remove(tap)
+
+    def _emit(self, event: CoreEvent) -> None:
+        for handler in tuple(self._handlers):  # adapters may come and go meanwhile
+            try:
+                handler(event)
+            except Exception:  # one adapter's bug must not stop the stage or the other adapters
+                log.exception("event handler failed on %s", type(event).__name__)
+                self.counters.add("handler_failures")
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the source and start the stage threads (adapters have subscribed by now)."""
+        self.source.open()
+        p, sup = self.profile, self.supervisor
+        sup.add_stage(Stage.CAPTURE, self._capture, p.cpus(Stage.CAPTURE), realtime_priority=p.realtime_priority)
+        sup.add_stage(Stage.LISTEN, self._listen, p.cpus(Stage.LISTEN))
+        sup.add_stage(Stage.INTENT, self._intent, p.cpus(Stage.INTENT))
+        if self.speaker is not None:
+            speaker = self.speaker
+            sup.add_stage(Stage.SPEAK, lambda ctx: speaker.run(ctx.stop, ctx.beat), p.cpus(Stage.SPEAK))
+        sup.start()
+        if self.models.llm is not None:
+            self.models.llm.start()  # loads in the background, never delaying READY
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        self.stop_event.set()
+        self.source.stop()
+        clean = self.supervisor.stop(timeout * 0.7)
+        self.source.close()
+        if self.speaker is not None:
+            self.speaker.close(timeout * 0.3)
+        self.models.close()
+        return clean
+
+    def status_line(self) -> str:
+        """``listening on alsa:hw:1,0 · 0 dropped``."""
+        dropped = self.counters.get("windows_dropped") + self.counters.get("utterances_dropped")
+        state = "muted" if self._muted else "listening"
+        return f"{state} on {self.source.describe()} · {dropped} dropped"
+
+    def stats(self) -> dict[str, object]:
+        m = self.models
+        return {
+            "counters": self.counters.snapshot(),
+            "source": self.source.describe(),
+            "queued_windows": len(self.windows),
+            "llm": m.llm.counts() if m.llm is not None else None,
+            "cloud": m.cloud.stats(),
+            "stages": {i.name: {"restarts": i.restarts, "failures": i.failures, "stalled": i.stalled}
+                       for i in self.supervisor.stages()},
+        }
+
+    def reload(self, config: Config) -> None:
+        """SIGHUP: new intent templates without touching audio."""
+        from voiced.intents import IntentRecognizer
+
+        self.models.use_intents(IntentRecognizer.from_section(config.intents, str(config.path) if config.path else None))
+        self.listener.set_commands(self.models.commands)  # from the next utterance on
+
+    # -- commands (any thread) ----------------------------------------------------------------
+
+    def query(self, utterance: Utterance) -> None:
+        """Recognize the intent of a text (an adapter's query); answered by an intent event."""
+        self.counters.add("queries")
+        self.utterances.put(utterance)
+
+    def start_listening(self, request: ListenRequest) -> None:
+        with self._lock:
+            self._request = request
+
+    def stop_listening(self) -> None:
+        with self._lock:
+            self._request = None
+
+    def set_listening(self, enabled: bool) -> None:
+        """Off: every window is ignored (hermes/asr/toggleOff)."""
+        self._muted = not enabled
+
+    def set_wake(self, enabled: bool) -> None:
+        self._wake_enabled = enabled
+
+    def say(self, text: str, volume: float = 1.0, request_id: str | None = None, tag: object = None) -> SpeechRequest | None:
+        """Speak through our speaker; None when no voice is configured. Bad text ends FAILED, still answered."""
+        if self.speaker is None or self.models.voice is None:
+            return None
+        return self.speaker.say(text, self.config.tts.options, volume=volume, request_id=request_id, tag=tag)
+
+    def play(self, chunk: AudioChunk, request_id: str | None = None, tag: object = None) -> SpeechRequest | None:
+        if self.speaker is None:
+            return None
+        return self.speaker.play(chunk, request_id=request_id, tag=tag)
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _capture(self, ctx: StageContext) -> None:
+        windower = Windower(self.config.audio.window_frames)
+        # A file not paced to the clock goes as fast as the pipeline: wait for room, drop nothing.
+        block = isinstance(self.source, WavSource) and not self.config.audio.realtime
+        if isinstance(self.source, NullSource):  # no audio at all: idle, yet alive for the watchdog
+            while not ctx.wait(POLL_S):
+                ctx.beat()
+            return
+        end = 0.0
+        for chunk in self.source.chunks():
+            ctx.beat()
+            for window in windower.push(chunk):
+                end = window.end
+                self.windows.put(window, block=block, stop=ctx.stop)
+            if ctx.stop.is_set():
+                return
+        for window in windower.flush():
+            end = window.end
+            self.windows.put(window, block=block, stop=ctx.stop)
+        if not ctx.stop.is_set():
+            self.windows.put(_EndOfAudio(end), block=block, stop=ctx.stop)
+            log.info("audio source %s ended after %.1f s; idle from now on", self.source.describe(), end)
+        while not ctx.wait(POLL_S):  # idle, yet alive for the watchdog
+            ctx.beat()
+
+    def _listen(self, ctx: StageContext) -> None:
+        expected: float | None = None  # start of the next window if none was dropped or muted
+        while not ctx.stop.is_set():
+            ctx.beat()
+            item = self.windows.get(POLL_S)
+            if item is None:
+                continue
+            events: list[ListenEvent] = []
+            if isinstance(item, _EndOfAudio):
+                events = list(self.listener.finish(item.end))
+                expected = None
+            elif self._muted or self._speaking:
+                # half-duplex: while we speak (and a tail after) the microphone hears ourselves
+                self.counters.add("windows_muted")
+                continue
+            else:
+                if expected is not None and abs(item.start - expected) > 1e-6:
+                    # audio is missing (dropped while we lagged, or muted): close what was open
+                    events = list(self.listener.finish(expected))
+                self.counters.add("windows")
+                for tap in tuple(self._taps):
+                    tap(item)
+                if self.wake_stream is not None and self._wake_enabled:
+                    for detection in self.wake_stream.accept_waveform(item.samples):
+                        self._on_wake(detection, item.end)
+                if self.mode is not ListenMode.WAKE or self._listening_after_wake(item.end):
+                    events += self.listener.process(item)
+                expected = item.end
+            for ev in events:
+                self._on_listen_event(ev)
+
+    def _intent(self, ctx: StageContext) -> None:
+        while not ctx.stop.is_set():
+            ctx.beat()
+            utt = self.utterances.get(POLL_S)
+            if utt is not None:
+                self._recognize(utt)
+
+    # -- listening → sessions and transcripts ----------------------------------------------
+
+    def _on_listen_event(self, ev: ListenEvent) -> None:
+        if ev.type is ListenEventType.SPEECH_START:
+            with self._lock:
+                request = self._request
+                if self.mode is ListenMode.ON_REQUEST and request is None:
+                    self._utterance_session = None
+                    return
+                if self.mode is ListenMode.WAKE:
+                    self._utterance_session = self._wake_session
+                    if self._wake_session is None:
+                        return
+                else:
+                    self._utterance_session = (request.session_id if request and request.session_id
+                                               else str(uuid.uuid4()))
+            self.counters.add("utterances")
+            self._emit(SpeechStarted(self._utterance_session, ev.start))
+            return
+        session = self._utterance_session
+        if session is None:
+            return
+        if ev.type is ListenEventType.PARTIAL and self.config.asr.partials and ev.result is not None:
+            self._emit(PartialTranscript(session, ev.text, ev.result.confidence, ev.end - ev.start))
+        elif ev.type is ListenEventType.SPEECH_END:
+            self._emit(SpeechEnded(session, ev.end))
+            if self.mode is ListenMode.WAKE:
+                self._wake_session = None  # one utterance per wake word
+        elif ev.type is ListenEventType.FINAL:
+            self._on_final(ev, session)
+
+    def _on_final(self, ev: ListenEvent, session: str) -> None:
+        with self._lock:
+            request = self._request
+            if request is not None and request.stop_on_silence:
+                self._request = None
+        intent_filter = request.intent_filter if request else None
+        confidence = ev.result.confidence if ev.result is not None else None
+        m = self.models
+        if ev.audio is not None and m.cloud.should_use_cloud_asr(m.recognizer is not None, confidence):
+            if m.recognizer is None:  # nothing local to publish: the cloud's text is the transcript
+                m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_text(r, ev, session, intent_filter),
+                                   language=m.intents.language)
+                return
+            # a local transcript exists: it is published now; the cloud may only correct it later
+            if self.config.cloud.publish_corrections:
+                m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_correction(r, ev, session),
+                                   language=m.intents.language)
+        self._publish_transcript(ev, ev.text, session, confidence or 0.0, intent_filter)
+
+    def _on_cloud_text(self, result: CloudResult[str], ev: ListenEvent, session: str,
+                       intent_filter: tuple[str, ...] | None) -> None:
+        """On a cloud worker thread: the cloud transcript of an utterance with no local one."""
+        text = (result.value or "").strip() if result.ok else ""
+        if not result.ok:
+            log.warning("cloud ASR gave no transcript (%s)", result.outcome.value)
+        self._publish_transcript(ev, text, session, 1.0, intent_filter)
+
+    def _on_cloud_correction(self, result: CloudResult[str], ev: ListenEvent, session: str) -> None:
+        if result.ok and result.value and result.value.strip() != ev.text.strip():
+            self._emit(TranscriptCorrected(session, result.value.strip(), ev.end - ev.start))
+            self.counters.add("cloud_corrections")
+
+    def _publish_transcript(self, ev: ListenEvent, text: str, session: str, confidence: float,
+                            intent_filter: tuple[str, ...] | None) -> None:
+        text = text.strip()
+        if not text:
+            self.counters.add("empty_transcripts")
+            self._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
+            return
+        self.counters.add("transcripts")
+        words = tuple(word_timings(ev)) if ev.result is not None and text == ev.text.strip() else None
+        self._emit(Transcript(session, text, confidence, ev.start, ev.end, words))
+        self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
+                                      intent_filter=intent_filter))
+
+    # -- intents -----------------------------------------------------------------------------
+
+    def _recognize(self, utt: Utterance) -> None:
+        m = self.models
+        intent = m.intents.recognize(utt.text)
+        if intent is not None and utt.intent_filter is not None and intent.name not in utt.intent_filter:
+            intent = None
+        if intent is None and m.llm is not None:
+            # bounded by llm.time_budget_s; whatever the model says is validated against the schema
+            intent = m.llm.recognize(utt.text, intent_filter=utt.intent_filter)
+            self.counters.add("llm_intents" if intent is not None else "llm_misses")
+        if m.cloud.should_use_cloud_intent(intent):
+            # The answer comes on a cloud thread within the cloud's budget; this stage moves on.
+            m.cloud.submit_intent(utt.text, lambda r: self._publish_intent(utt, r.value if r.ok else intent),
+                                  intent_filter=utt.intent_filter)
+            return
+        self._publish_intent(utt, intent)
+
+    def _publish_intent(self, utt: Utterance, intent: Intent | None) -> None:
+        if intent is None:
+            self.counters.add("intents_not_recognized")
+            self._emit(IntentNotRecognized(utt))
+            if utt.from_speech and utt.session_id is not None:
+                self._emit(SessionEnded(utt.session_id, SessionReason.INTENT_NOT_RECOGNIZED))
+            return
+        self.counters.add("intents")
+        self._emit(IntentRecognized(utt, intent))
+        if utt.from_speech and utt.session_id is not None:
+            self._emit(SessionEnded(utt.session_id, SessionReason.NOMINAL))
+
+    # -- wake words ------------------------------------------------------------------------
+
+    def _on_wake(self, detection: Detection, now: float) -> None:
+        """On the listen thread: announce the wake word; in wake mode, listen for what follows."""
+        session = str(uuid.uuid4())
+        self.counters.add("wake_detections")
+        self._emit(WakeDetected(detection, session, self.config.wake.threshold))
+        if self.mode is ListenMode.WAKE:
+            self.listener = self.models.new_listener()  # a fresh endpointer: the wake word is not part of the utterance
+            self._wake_session = session
+            self._wake_until = now + self.config.wake.timeout_s
+
+    def _listening_after_wake(self, now: float) -> bool:
+        """Wake mode: feed VAD and ASR only between a wake word and the end of the utterance (or the timeout)."""
+        if self._wake_session is None:
+            return False
+        if self.listener.active or now <= self._wake_until:
+            return True
+        self.counters.add("wake_timeouts")
+        self._emit(SessionEnded(self._wake_session, SessionReason.TIMEOUT))
+        self._wake_session = None
+        return False
+
+    # -- speech out --------------------------------------------------------------------------
+
+    def _on_spoken(self, request: SpeechRequest) -> None:
+        """On the speak thread: every request is answered, spoken or not."""
+        self._emit(SpeechFinished(request))
+        self.counters.add(f"spoken_{request.result.outcome.value}" if request.result else "spoken")
+
+    def _on_speaking(self, speaking: bool) -> None:
+        self._speaking = speaking
+        self._emit(SpeakingChanged(speaking))
+
+
+def word_timings(ev: ListenEvent) -> list[Word]:
+    """Words of the final text with their stream times, from the recognizer's token times."""
+    result = ev.result
+    words: list[Word] = []
+    if result is None:
+        return words
+    starts: list[float] = []
+    for sym, t in zip(result.tokens, result.timestamps):
+        if sym.startswith(" ") or not starts:
+            starts.append(ev.audio_start + t)
+    text, pos = ev.text, 0
+    for i, word in enumerate(text.split()):
+        begin = text.index(word, pos)
+        pos = begin + len(word)
+        start = starts[i] if i < len(starts) else ev.end
+        end = starts[i + 1] if i + 1 < len(starts) else ev.end
+        words.append(Word(word, result.confidence, begin, pos, round(start, 3), round(max(start, end), 3)))
+    return words

@@ -1,0 +1,180 @@
+"""What the core tells its adapters, and the requests adapters hand it: typed, protocol-free.
+
+The core (capture, listening, intents, speech out) emits these events to every subscribed
+adapter; each adapter (Hermes/MQTT, Wyoming) turns them into its own messages. Events are
+delivered on the stage thread that produced them: a handler must only translate and enqueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from voiced.intents import Intent
+from voiced.tts.requests import SpeechRequest
+from voiced.wake import Detection
+
+__all__ = [
+    "CoreEvent",
+    "EventHandler",
+    "IntentNotRecognized",
+    "IntentRecognized",
+    "ListenMode",
+    "ListenRequest",
+    "PartialTranscript",
+    "SessionEnded",
+    "SessionReason",
+    "SpeakingChanged",
+    "SpeechEnded",
+    "SpeechFinished",
+    "SpeechStarted",
+    "Transcript",
+    "TranscriptCorrected",
+    "Utterance",
+    "WakeDetected",
+    "Word",
+]
+
+
+class ListenMode(Enum):
+    ALWAYS = "always"
+    """Every utterance the VAD finds is transcribed."""
+    ON_REQUEST = "on_request"
+    """Only utterances inside a listening request (hermes/asr/startListening) are transcribed."""
+    WAKE = "wake"
+    """Only the utterance after a wake word ([wake] models) is transcribed; VAD and ASR sleep until then."""
+
+
+class SessionReason(Enum):
+    """Why a session (one utterance and what came of it) ended."""
+
+    NOMINAL = "nominal"
+    INTENT_NOT_RECOGNIZED = "intent_not_recognized"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a transcript: where it sits in the text and, when known, in the stream."""
+
+    value: str
+    confidence: float
+    range_start: int
+    """Index of the word's first character in the transcript."""
+    range_end: int
+    start_s: float | None = None
+    """Stream time of the word's start, in seconds."""
+    end_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ListenRequest:
+    """An adapter asks the core to transcribe the next utterance(s) (listen mode on_request)."""
+
+    session_id: str | None = None
+    """The caller's session id; None: the core makes one per utterance."""
+    intent_filter: tuple[str, ...] | None = None
+    """Only these intents may be recognized."""
+    stop_on_silence: bool = True
+    """One utterance only: the request ends at the first endpoint."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Text for the intent stage, from speech or from an adapter's query."""
+
+    text: str
+    session_id: str | None
+    confidence: float = 1.0
+    words: tuple[Word, ...] | None = None
+    request_id: str | None = None
+    intent_filter: tuple[str, ...] | None = None
+    custom_data: str | None = None
+    """Opaque to the core: handed back on the intent events (Hermes echoes it)."""
+    from_speech: bool = True
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    session_id: str
+    start: float
+    """Stream time, seconds."""
+
+
+@dataclass(frozen=True)
+class PartialTranscript:
+    session_id: str
+    text: str
+    confidence: float
+    seconds: float
+    """Audio heard so far in this utterance."""
+
+
+@dataclass(frozen=True)
+class SpeechEnded:
+    session_id: str
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    session_id: str
+    text: str
+    confidence: float
+    start: float
+    end: float
+    words: tuple[Word, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TranscriptCorrected:
+    """The cloud heard the utterance differently after its local transcript went out."""
+
+    session_id: str
+    text: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IntentRecognized:
+    utterance: Utterance
+    intent: Intent
+
+
+@dataclass(frozen=True)
+class IntentNotRecognized:
+    utterance: Utterance
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    session_id: str
+    reason: SessionReason
+
+
+@dataclass(frozen=True)
+class WakeDetected:
+    detection: Detection
+    session_id: str
+    threshold: float
+
+
+@dataclass(frozen=True)
+class SpeakingChanged:
+    speaking: bool
+
+
+@dataclass(frozen=True)
+class SpeechFinished:
+    """A say or play request is done (spoken, cancelled or failed): every request gets one."""
+
+    request: SpeechRequest
+
+
+CoreEvent = (SpeechStarted | PartialTranscript | SpeechEnded | Transcript | TranscriptCorrected | IntentRecognized
+             | IntentNotRecognized | SessionEnded | WakeDetected | SpeakingChanged | SpeechFinished)
+EventHandler = Callable[[CoreEvent], None]

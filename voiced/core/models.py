@@ -1,0 +1,127 @@
+"""Everything the core loads before READY: intents and their fallbacks, VAD, ASR, wake words, voice.
+
+Loaded once (``Models.load``); only the intent templates (and what is compiled from them)
+change afterwards, on reload, by one reference swap each.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from voiced.asr.loader import SpeechRecognizer, load_recognizer
+from voiced.asr.recognizer import RecognizerConfig
+from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
+from voiced.asr.whisper_templates import TemplateDecoding
+from voiced.cloud import CloudRouter
+from voiced.config import Config
+from voiced.intents import IntentRecognizer
+from voiced.listener import Listener
+from voiced.llm import LlmFallback
+from voiced.runtime.hardware import HardwareProfile, OnnxRole
+from voiced.runtime.onnx import SessionOptions
+from voiced.sentencespace import SentenceSpace
+from voiced.stages import Counters
+from voiced.tts import PiperVoice, VoiceSettings
+from voiced.vad import Endpointer, SileroVad, VadKind, create_detector
+from voiced.wake import WakeConfig, WakeDetector, WakeModel
+
+__all__ = ["Models"]
+
+log = logging.getLogger(__name__)
+
+
+class Models:
+    """The loaded models and the intent recognizer; shared by the core's stages and its adapters."""
+
+    def __init__(self, config: Config, profile: HardwareProfile, counters: Counters) -> None:
+        self.config = config
+        self.profile = profile
+        self.counters = counters
+        self.intents: IntentRecognizer
+        self.llm: LlmFallback | None = None
+        self.cloud: CloudRouter
+        self.recognizer: SpeechRecognizer | None = None
+        self.commands: SentenceSpace | None = None
+        self.silero: SileroVad | None = None
+        self.wake: WakeDetector | None = None
+        self.voice: PiperVoice | None = None
+
+    @classmethod
+    def load(cls, config: Config, profile: HardwareProfile, counters: Counters) -> Models:
+        """Everything heavy happens here, once, before READY."""
+        m = cls(config, profile, counters)
+        cfg = config
+        m.intents = IntentRecognizer.from_section(cfg.intents, str(cfg.path) if cfg.path else None)
+        # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
+        m.llm = LlmFallback.from_recognizer(cfg.llm, m.intents) if cfg.llm.enabled else None
+        if m.llm is not None and cfg.llm.preload:
+            m.llm.preload()
+        # Local first: the cloud (off by default) is consulted only after the local path and a
+        # reachability probe; prepare() touches no network and never raises.
+        m.cloud = CloudRouter.from_recognizer(cfg.cloud, m.intents, counters=counters)
+        m.cloud.prepare()
+        if cfg.asr.model is not None:
+            session = profile.session_options(OnnxRole.ASR)
+            if cfg.asr.threads is not None:
+                session = SessionOptions(threads=cfg.asr.threads)
+            m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
+                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
+                hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
+                tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
+            ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
+                             partial_every_s=cfg.asr.whisper_partial_every_s), session)
+        m.use_sentence_space(m.intents)
+        if cfg.vad.kind is VadKind.SILERO:
+            m.silero = SileroVad.load(cfg.vad.model, profile.session_options(OnnxRole.VAD))
+        if cfg.wake.models and cfg.wake.directory is not None:
+            m.wake = WakeDetector(
+                WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=profile.session_options(OnnxRole.VAD)),
+                WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
+        if cfg.tts.voice is not None:
+            m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
+                session=profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars))
+        m.warm_up()
+        return m
+
+    def warm_up(self) -> None:
+        """One second of silence through VAD and ASR: first-call allocations happen before READY."""
+        list(self.new_listener().events([np.zeros(16_000, np.float32)]))
+        if self.recognizer is not None:
+            stream = self.recognizer.create_stream()
+            stream.accept_waveform(np.zeros(16_000, np.float32))
+            self.recognizer.finish(stream)
+
+    def use_intents(self, intents: IntentRecognizer) -> None:
+        """Reload: new templates for the intent stage and for everything compiled from them."""
+        self.intents = intents  # one reference swap: the intent stage sees old or new, never half
+        self.use_sentence_space(intents)
+        if self.llm is not None:
+            self.llm.set_intents(intents)
+        self.cloud.set_intents(intents)
+
+    def use_sentence_space(self, intents: IntentRecognizer) -> None:
+        """Compile the templates' sentences once (at load and reload) for what uses them: intent-aware
+        endpointing and template-aware Whisper decoding."""
+        cfg = self.config
+        whisper = isinstance(self.recognizer, WhisperRecognizer) and cfg.asr.template_decoding
+        early = self.recognizer is not None and cfg.vad.endpoint.matched_silence_ms < cfg.vad.endpoint.min_silence_ms
+        self.commands = intents.sentence_space() if intents.enabled and (whisper or early) else None
+        if isinstance(self.recognizer, WhisperRecognizer):
+            self.recognizer.use_templates(self.commands if whisper else None,
+                                          TemplateDecoding(margin=cfg.asr.template_margin))
+
+    def new_listener(self, keep_audio: bool | None = None) -> Listener:
+        """A listener (endpointer + recognizer stream) over the shared models; one per audio stream."""
+        cfg = self.config.vad
+        endpointer = Endpointer(cfg.endpoint, create_detector(cfg.kind, self.silero, cfg.gate))
+        if keep_audio is None:
+            keep_audio = self.config.cloud.enabled and self.config.cloud.asr  # audio leaves only when asked
+        return Listener(self.recognizer, endpointer, self.config.audio.window_frames, keep_audio,
+                        commands=self.commands)
+
+    def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+        self.cloud.close()

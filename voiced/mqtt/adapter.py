@@ -1,0 +1,231 @@
+"""The Hermes/MQTT adapter: core events → Hermes messages and HA discovery state; MQTT → core commands.
+
+Incoming messages arrive on paho's network thread: the handlers here only parse, check the
+siteId and hand the core a command (which enqueues); they never block the network loop.
+Outgoing messages go through the client's durable outbox, so none is lost while the broker
+is away.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from voiced.config import Config
+from voiced.core.engine import Core
+from voiced.core.events import (
+    CoreEvent,
+    IntentNotRecognized,
+    IntentRecognized,
+    ListenRequest,
+    PartialTranscript,
+    SessionEnded,
+    SessionReason,
+    SpeakingChanged,
+    SpeechEnded,
+    SpeechFinished,
+    SpeechStarted,
+    Transcript,
+    TranscriptCorrected,
+    Utterance,
+    WakeDetected,
+    Word,
+)
+from voiced.errors import AudioError
+from voiced.mqtt import hermes
+from voiced.mqtt.client import MqttClient
+from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state, wake_event
+from voiced.mqtt.outbox import Outbox, OutboxConfig
+from voiced.runtime.hardware import Stage
+from voiced.runtime.supervisor import StageContext
+from voiced.tts.audio import wav_to_chunk
+from voiced.tts.requests import RequestKind
+
+__all__ = ["HermesAdapter"]
+
+log = logging.getLogger(__name__)
+
+_REASONS = {
+    SessionReason.NOMINAL: hermes.TerminationReason.NOMINAL,
+    SessionReason.INTENT_NOT_RECOGNIZED: hermes.TerminationReason.INTENT_NOT_RECOGNIZED,
+    SessionReason.TIMEOUT: hermes.TerminationReason.TIMEOUT,
+}
+
+
+class _PlayBytes:
+    """Tag of the play requests this adapter made (answered with playFinished)."""
+
+
+_PLAY_BYTES = _PlayBytes()
+
+
+class HermesAdapter:
+    """Rhasspy 2.5 / Snips Hermes over MQTT, with Home Assistant discovery, for one core."""
+
+    def __init__(self, core: Core, config: Config) -> None:
+        self.core = core
+        self.config = config
+        self.site_id = config.site.id
+        state_dir = config.daemon.resolved_state_dir()
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / "outbox.sqlite3"))))
+        wake = core.models.wake
+        self.discovery = Discovery(
+            self.client,
+            DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
+            core.models.intents.intent_names,
+            wake_words=wake.labels if wake is not None else (),
+        )
+        core.subscribe(self.on_event)
+
+    def start(self) -> None:
+        """Subscribe and connect (without waiting for the broker); the stats stage joins the core's."""
+        c = self.client
+        c.subscribe(hermes.Topic.NLU_QUERY, self._on_nlu_query)
+        c.subscribe(hermes.Topic.START_LISTENING, self._on_start_listening)
+        c.subscribe(hermes.Topic.STOP_LISTENING, self._on_stop_listening)
+        c.subscribe(hermes.Topic.ASR_TOGGLE_ON, self._on_toggle)
+        c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
+        if self.core.models.wake is not None:
+            c.subscribe(hermes.Topic.HOTWORD_TOGGLE_ON, self._on_hotword_toggle)
+            c.subscribe(hermes.Topic.HOTWORD_TOGGLE_OFF, self._on_hotword_toggle)
+        if self.core.speaker is not None:
+            if self.core.models.voice is not None:
+                c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
+            c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
+        c.connect()
+        self.core.supervisor.add_stage("stats", self._stats, self.core.profile.cpus(Stage.INTENT))
+
+    def close(self, drain_timeout: float) -> None:
+        """Flush the outbox while the broker is there."""
+        self.client.close(drain_timeout=drain_timeout)
+
+    def status(self) -> str:
+        return "mqtt connected" if self.client.connected else "mqtt offline"
+
+    def set_intent_names(self, names: list[str] | tuple[str, ...]) -> None:
+        self.discovery.set_intent_names(names)
+
+    def _publish(self, msg: hermes.HermesMessage) -> None:
+        self.client.publish(msg.topic, msg.json())
+
+    # -- core events → Hermes ----------------------------------------------------------------
+
+    def on_event(self, ev: CoreEvent) -> None:
+        topics = self.discovery.topics
+        site = self.site_id
+        if isinstance(ev, SpeechStarted):
+            self.client.publish(topics.listening, "ON", retain=True)
+            self._publish(hermes.session_started(site, ev.session_id))
+        elif isinstance(ev, PartialTranscript):
+            self._publish(hermes.partial_text_captured(ev.text, ev.confidence, ev.seconds, site, ev.session_id))
+        elif isinstance(ev, SpeechEnded):
+            self.client.publish(topics.listening, "OFF", retain=True)
+        elif isinstance(ev, Transcript):
+            tokens = _asr_tokens(ev.words)
+            self._publish(hermes.text_captured(ev.text, ev.confidence, ev.end - ev.start, site, ev.session_id,
+                                               tokens=tokens))
+            state, attributes = transcript_state(ev.text, {"siteId": site, "sessionId": ev.session_id,
+                                                           "start": ev.start, "end": ev.end})
+            self.client.publish(topics.transcript, state, retain=True)
+            self.client.publish(topics.transcript_attributes, attributes, retain=True)
+        elif isinstance(ev, TranscriptCorrected):
+            self._publish(hermes.text_captured(ev.text, 1.0, ev.seconds, site, ev.session_id))
+        elif isinstance(ev, IntentRecognized):
+            u = ev.utterance
+            self._publish(hermes.nlu_intent(ev.intent, site, u.session_id, u.request_id, u.custom_data,
+                                            asr_tokens=_asr_tokens(u.words),
+                                            asr_confidence=u.confidence if u.from_speech else None))
+            self.client.publish(topics.intent, intent_event(ev.intent, site))
+        elif isinstance(ev, IntentNotRecognized):
+            u = ev.utterance
+            self._publish(hermes.intent_not_recognized(u.text, site, u.session_id, u.request_id, u.custom_data))
+        elif isinstance(ev, SessionEnded):
+            self._publish(hermes.session_ended(site, ev.session_id, _REASONS[ev.reason]))
+        elif isinstance(ev, WakeDetected):
+            d = ev.detection
+            self._publish(hermes.hotword_detected(d.label, site, ev.session_id, d.score, ev.threshold))
+            self.client.publish(topics.wake, wake_event(d.label, d.score, ev.session_id, site))
+        elif isinstance(ev, SpeakingChanged):
+            self.client.publish(topics.speaking, "ON" if ev.speaking else "OFF", retain=True)
+        elif isinstance(ev, SpeechFinished):
+            self._on_spoken(ev)
+
+    def _on_spoken(self, ev: SpeechFinished) -> None:
+        """Answer the requests this adapter made (another adapter's are its own business)."""
+        request = ev.request
+        if request.kind is RequestKind.SAY and isinstance(request.tag, hermes.TtsSay):
+            self._publish(hermes.say_finished(self.site_id, request.id, request.tag.session_id))
+        elif request.kind is RequestKind.PLAY and request.tag is _PLAY_BYTES:
+            self._publish(hermes.play_finished(self.site_id, request.id))
+
+    def _stats(self, ctx: StageContext) -> None:
+        topic = f"voiced/{self.site_id}/stats"
+        waited = 0.0
+        while not ctx.wait(0.2):
+            ctx.beat()
+            waited += 0.2
+            if waited >= self.config.daemon.stats_interval_s:
+                waited = 0.0
+                self.client.publish(topic, json.dumps(self.stats()))
+
+    def stats(self) -> dict[str, object]:
+        return {"siteId": self.site_id, **self.core.stats(), "mqtt": self.client.stats()}
+
+    # -- MQTT → core commands (on paho's thread: parse, check, enqueue) -----------------------
+
+    def _on_nlu_query(self, topic: str, payload: bytes) -> None:
+        query = hermes.parse_nlu_query(payload)  # MalformedMessage is logged and counted by the client
+        if hermes.for_site(query, self.site_id):
+            self.core.query(Utterance(
+                text=query.input, session_id=query.session_id, request_id=query.id,
+                intent_filter=query.intent_filter, custom_data=query.custom_data, from_speech=False,
+            ))
+
+    def _on_start_listening(self, topic: str, payload: bytes) -> None:
+        request = hermes.parse_start_listening(payload)
+        if hermes.for_site(request, self.site_id):
+            self.core.start_listening(ListenRequest(request.session_id, request.intent_filter,
+                                                    request.stop_on_silence))
+
+    def _on_stop_listening(self, topic: str, payload: bytes) -> None:
+        if hermes.for_site(hermes.parse_stop_listening(payload), self.site_id):
+            self.core.stop_listening()
+
+    def _on_toggle(self, topic: str, payload: bytes) -> None:
+        toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.ASR_TOGGLE_ON)
+        if hermes.for_site(toggle, self.site_id):
+            self.core.set_listening(toggle.enabled)
+            log.info("ASR %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+    def _on_hotword_toggle(self, topic: str, payload: bytes) -> None:
+        toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.HOTWORD_TOGGLE_ON)
+        if hermes.for_site(toggle, self.site_id):
+            self.core.set_wake(toggle.enabled)
+            log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+    def _on_say(self, topic: str, payload: bytes) -> None:
+        say = hermes.parse_tts_say(payload)
+        if hermes.for_site(say, self.site_id):
+            # bad text is not an exception: the request finishes FAILED and still gets sayFinished
+            self.core.say(say.text, volume=say.volume if say.volume is not None else 1.0, request_id=say.id, tag=say)
+
+    def _on_play_bytes(self, topic: str, payload: bytes) -> None:
+        site_request = hermes.site_and_request_from_play_bytes(topic)
+        if site_request is None:
+            return
+        site, request_id = site_request
+        try:
+            chunk = wav_to_chunk(payload)
+        except AudioError as exc:
+            log.warning("playBytes %s: %s", request_id, exc)
+            self.core.counters.add("malformed_play_bytes")
+            self._publish(hermes.play_finished(site, request_id))
+            return
+        self.core.play(chunk, request_id=request_id, tag=_PLAY_BYTES)
+
+
+def _asr_tokens(words: tuple[Word, ...] | None) -> tuple[hermes.AsrToken, ...] | None:
+    if words is None:
+        return None
+    return tuple(hermes.AsrToken(w.value, w.confidence, w.range_start, w.range_end, w.start_s, w.end_s) for w in words)
