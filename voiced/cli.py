@@ -1,4 +1,4 @@
-"""Command line: ``voiced transcribe | listen | bench``."""
+"""Command line: ``voiced run | wyoming | transcribe | listen | say | models | doctor | bench``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="always: transcribe every utterance; on_request: only inside hermes/asr/startListening"
                    " sessions; wake: only the utterance after a wake word of [wake] models (default: %(default)s)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("wyoming", help="serve Home Assistant's Wyoming protocol only (no MQTT)",
+                       description="Serve speech-to-text, text-to-speech, wake words, intents (and, with"
+                       " [wyoming] satellite = true, the satellite role) to Home Assistant over Wyoming, from the"
+                       " models of the config file, without MQTT. `voiced run` serves the same when [wyoming] uri is set."
+                       " Home Assistant finds the server by zeroconf, or add it by host and port"
+                       " (Settings > Devices & services > Add integration > Wyoming Protocol).")
+    p.add_argument("--config", type=Path, default=Path("/etc/voiced/voiced.toml"), metavar="FILE",
+                   help="TOML configuration (default: %(default)s)")
+    p.add_argument("--uri", default=None, metavar="URI",
+                   help="tcp://HOST:PORT or unix://PATH (default: [wyoming] uri, else tcp://0.0.0.0:10700)")
+    p.add_argument("--no-zeroconf", action="store_true", help="do not announce _wyoming._tcp.local. by mDNS")
+    p.set_defaults(func=cmd_wyoming)
 
     p = sub.add_parser("doctor", help="check devices, models, broker, CPU governor and affinity",
                        description="Check what voiced needs and print what to fix; exit 1 if something is broken.")
@@ -167,6 +180,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     if daemon.supervisor.fatal:
         log.error("giving up: %s", daemon.supervisor.fatal)
     return daemon.supervisor.exit_code
+
+
+def cmd_wyoming(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from voiced.config import Config
+    from voiced.core import Core
+    from voiced.runtime.notify import SystemdNotifier
+    from voiced.wyoming.server import WyomingServer
+
+    notifier = SystemdNotifier()
+    config = Config.from_file(args.config)
+    wy = config.wyoming
+    wy = dataclasses.replace(wy, uri=args.uri or wy.uri or "tcp://0.0.0.0:10700",
+                             zeroconf=wy.zeroconf and not args.no_zeroconf)
+    config = dataclasses.replace(config, wyoming=wy)
+    notifier.status("loading models")
+    server: WyomingServer | None = None
+    core = Core(config, notifier=notifier, status=lambda: f"{core.status_line()} · {server.status() if server else ''}")
+    server = WyomingServer(core, wy)
+    signal.signal(signal.SIGTERM, lambda *_: core.supervisor.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: core.supervisor.request_stop())
+    server.start()
+    core.start()
+    notifier.ready(core.status_line())
+    log.info("voiced wyoming serving on %s (port %s)", wy.uri, server.port)
+    while not core.supervisor.wait(0.5):
+        pass
+    notifier.stopping("stopping")
+    server.stop()
+    core.stop()
+    return core.supervisor.exit_code
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

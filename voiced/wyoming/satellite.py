@@ -1,0 +1,171 @@
+"""The satellite role: Home Assistant drives our microphone and speaker over one Wyoming connection.
+
+``run-satellite`` arms it. A wake word (or, without wake word models, the VAD's speech start)
+triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then our capture
+(with its pre-roll) as ``audio-start``/``audio-chunk`` until our endpointer ends the speech
+(``audio-stop``) or Home Assistant says it has heard enough (``transcript``, ``voice-stopped``,
+``error``). Home Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``:
+played through our speaker (capture muted meanwhile, as in the daemon), answered by ``played``.
+``pause-satellite`` disarms it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+from wyoming.audio import AudioChunk as WyAudioChunk
+from wyoming.audio import AudioStart, AudioStop
+from wyoming.event import Event
+from wyoming.pipeline import PipelineStage, RunPipeline
+from wyoming.snd import Played
+from wyoming.wake import Detection as WyDetection
+
+from voiced.audio.frames import Window
+from voiced.core.events import CoreEvent, SpeechEnded, SpeechFinished, SpeechStarted, WakeDetected
+from voiced.errors import AudioError
+from voiced.tts.audio import AudioChunk
+
+if TYPE_CHECKING:
+    from voiced.wyoming.connection import Connection
+
+__all__ = ["SatelliteSession"]
+
+log = logging.getLogger(__name__)
+
+RATE = 16_000
+PRE_ROLL_WINDOWS = 5
+"""Windows (100 ms each) sent ahead of the trigger, so the first word is not clipped."""
+
+
+class SatelliteSession:
+    """One connection's satellite state; core events and windows arrive on the core's threads."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.core = conn.server.core
+        self.running = False
+        self.streaming = False
+        self._sent = 0  # samples streamed in this run
+        self._recent: collections.deque[Window] = collections.deque(maxlen=PRE_ROLL_WINDOWS)
+        self._reply: list[np.ndarray] = []  # Home Assistant's audio for us to play
+        self._reply_format: tuple[int, int, int] | None = None
+        self._reply_bytes = 0
+
+    async def handle(self, event: Event) -> bool:
+        """True when ``event`` was the satellite's to handle."""
+        t = event.type
+        if t == "run-satellite":
+            self._arm()
+        elif t == "pause-satellite":
+            self.stop()
+        elif t == "run-pipeline":  # remote trigger: listen now, as if the wake word had been heard
+            self._trigger(None, send_run=False)
+        elif t in ("transcript", "voice-stopped", "error"):
+            if self.streaming:
+                self._end_stream()
+            return t != "error"
+        elif t in ("voice-started", "synthesize", "transcript-start", "transcript-chunk", "transcript-stop"):
+            pass  # informational: Home Assistant tells us how its pipeline goes
+        elif t == "audio-start":
+            self._reply, self._reply_bytes = [], 0
+            self._reply_format = (int(event.data["rate"]), int(event.data["width"]), int(event.data["channels"]))
+            if self._reply_format[1] != 2:
+                raise AudioError(f"satellite playback takes 16-bit audio, got width {self._reply_format[1]}")
+        elif t == "audio-chunk":
+            self._add_reply(event)
+        elif t == "audio-stop":
+            self._play()
+        else:
+            return False
+        return True
+
+    # -- arming ----------------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        if not self.running:
+            self.running = True
+            self.core.subscribe(self._on_core_event)
+            self.core.add_window_tap(self._on_window)
+            self.core.counters.add("wyoming_satellite_runs")
+            log.info("wyoming: satellite running")
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.core.unsubscribe(self._on_core_event)
+            self.core.remove_window_tap(self._on_window)
+            if self.streaming:
+                self._end_stream()
+            log.info("wyoming: satellite paused")
+
+    # -- core threads → Home Assistant -------------------------------------------------------------
+
+    def _on_core_event(self, ev: CoreEvent) -> None:
+        if isinstance(ev, WakeDetected):
+            self._trigger(ev.detection.label)
+        elif isinstance(ev, SpeechStarted) and self.core.models.wake is None:
+            self._trigger(None)
+        elif isinstance(ev, SpeechEnded) and self.streaming:
+            self._end_stream()
+        elif isinstance(ev, SpeechFinished) and ev.request.tag is self:
+            self.conn.send_threadsafe(Played().event())
+
+    def _trigger(self, wake_word: str | None, send_run: bool = True) -> None:
+        if not self.running or self.streaming:
+            return
+        send = self.conn.send_threadsafe
+        if wake_word is not None:
+            send(WyDetection(name=wake_word).event())
+        if send_run:
+            send(RunPipeline(start_stage=PipelineStage.ASR, end_stage=PipelineStage.TTS,
+                             wake_word_name=wake_word).event())
+        send(AudioStart(rate=RATE, width=2, channels=1).event())
+        self.streaming, self._sent = True, 0
+        self.core.counters.add("wyoming_satellite_pipelines")
+        for window in tuple(self._recent):  # the pre-roll: speech began before the trigger
+            self._stream(window)
+
+    def _on_window(self, window: Window) -> None:
+        """On the listen thread, for every window heard (none while we speak: half-duplex)."""
+        if self.streaming:
+            self._stream(window)
+            if self._sent >= self.conn.server.config.max_audio_s * RATE:
+                self._end_stream()
+        else:
+            self._recent.append(window)
+
+    def _stream(self, window: Window) -> None:
+        pcm = np.clip(np.round(window.samples * 32768.0), -32768, 32767).astype("<i2")
+        self._sent += len(pcm)
+        self.conn.send_threadsafe(WyAudioChunk(rate=RATE, width=2, channels=1, audio=pcm.tobytes()).event())
+
+    def _end_stream(self) -> None:
+        self.streaming = False
+        self._recent.clear()
+        self.conn.send_threadsafe(AudioStop().event())
+
+    # -- Home Assistant → our speaker ---------------------------------------------------------------
+
+    def _add_reply(self, event: Event) -> None:
+        if self._reply_format is None or event.payload is None:
+            raise AudioError("audio-chunk before audio-start")
+        self._reply_bytes += len(event.payload)
+        rate, width, channels = self._reply_format
+        if self._reply_bytes > self.conn.server.config.max_audio_s * rate * width * channels:
+            self.core.counters.add("wyoming_audio_over_limit")
+            return
+        self._reply.append(np.frombuffer(event.payload, "<i2").copy())
+
+    def _play(self) -> None:
+        if self._reply_format is None:
+            raise AudioError("audio-stop before audio-start")
+        rate, _, channels = self._reply_format
+        samples = np.concatenate(self._reply) if self._reply else np.zeros(0, np.int16)
+        samples = samples[:len(samples) - len(samples) % channels]
+        self._reply, self._reply_format = [], None
+        request = self.core.play(AudioChunk(samples, rate, 2, channels), tag=self)
+        if request is None:  # no speaker: nothing will play, yet Home Assistant waits for played
+            self.conn.send_threadsafe(Played().event())

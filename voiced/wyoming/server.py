@@ -1,0 +1,178 @@
+"""The Wyoming server: one asyncio loop on its own thread, the models' work on a small thread pool.
+
+Why asyncio: Home Assistant keeps connections open (a satellite's for hours) and opens one
+per STT/TTS request; idle connections cost a coroutine each, not a thread, and the loop
+thread only parses and writes. The models run in ``workers`` threads, so a long Whisper
+decode never delays another client's events, and neither side ever waits on MQTT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+
+from voiced.core.engine import Core
+from voiced.wyoming.config import Scheme, WyomingConfig
+from voiced.wyoming.connection import Connection
+from voiced.wyoming.framing import FramingError, Limits
+
+__all__ = ["WyomingServer"]
+
+log = logging.getLogger(__name__)
+
+
+class WyomingServer:
+    """Serves every Wyoming service the core's models allow, on ``[wyoming] uri``."""
+
+    def __init__(self, core: Core, config: WyomingConfig) -> None:
+        endpoint = config.endpoint
+        if endpoint is None:
+            raise ValueError("WyomingServer needs [wyoming] uri")
+        self.core = core
+        self.config = config
+        self.endpoint = endpoint
+        self.counters = core.counters
+        self.limits = Limits(config.max_line_bytes, config.max_data_bytes, config.max_payload_bytes,
+                             config.read_timeout_s)
+        self.pool = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="wyoming-work")
+        self.connections: set[Connection] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.port: int | None = None
+        """The TCP port bound (useful with port 0)."""
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._zeroconf: object | None = None
+
+    # -- life cycle (any thread) ----------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Bind and serve on the ``wyoming`` thread; returns once listening (raises if binding failed)."""
+        self._thread = threading.Thread(target=self._run, name="wyoming", daemon=True)
+        self._thread.start()
+        self._ready.wait(timeout)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self, timeout: float = 2.0) -> None:
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def status(self) -> str:
+        return f"wyoming {len(self.connections)} client{'s' if len(self.connections) != 1 else ''}"
+
+    def stats(self) -> dict[str, object]:
+        snapshot = self.core.counters.snapshot()
+        return {"clients": len(self.connections), "uri": self.config.uri,
+                **{k: v for k, v in snapshot.items() if k.startswith("wyoming_")}}
+
+    # -- the loop thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._listen())
+        except BaseException as exc:  # reported to start()'s caller
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    async def _listen(self) -> None:
+        e = self.endpoint
+        if e.scheme is Scheme.TCP:
+            self._server = await asyncio.start_server(self._serve, e.host, e.port, limit=self.limits.line_bytes)
+            self.port = self._server.sockets[0].getsockname()[1]
+            if self.config.zeroconf:
+                await self._announce()
+        else:
+            Path(e.path).parent.mkdir(parents=True, exist_ok=True)
+            if os.path.exists(e.path):
+                os.unlink(e.path)  # a stale socket from a previous run
+            self._server = await asyncio.start_unix_server(self._serve, e.path, limit=self.limits.line_bytes)
+        log.info("wyoming: serving on %s", self.config.uri if e.scheme is Scheme.UNIX else f"tcp://{e.host}:{self.port}")
+
+    async def _announce(self) -> None:
+        """mDNS ``_wyoming._tcp.local.``: how Home Assistant discovers Wyoming services. Never fatal."""
+        try:
+            from zeroconf import IPVersion
+            from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+
+            host = self.config.zeroconf_host or _default_address()
+            name = self.config.zeroconf_name or f"voiced-{self.core.config.site.id}"
+            info = AsyncServiceInfo("_wyoming._tcp.local.", f"{name}._wyoming._tcp.local.",
+                                    addresses=[socket.inet_aton(host)], port=self.port,
+                                    properties={"version": "1", "site": self.core.config.site.id})
+            zc = AsyncZeroconf(ip_version=IPVersion.V4Only, interfaces=[host])
+            await zc.async_register_service(info)
+            self._zeroconf = zc
+            log.info("wyoming: announced %s on %s:%s by zeroconf", name, host, self.port)
+        except Exception as exc:  # no multicast on this network: Home Assistant can still add host:port by hand
+            log.warning("wyoming: zeroconf announcement failed (%s); add the server by host and port", exc)
+            self.counters.add("wyoming_zeroconf_failures")
+
+    async def _shutdown(self) -> None:
+        if self._zeroconf is not None:
+            zc = self._zeroconf
+            self._zeroconf = None
+            try:
+                await zc.async_unregister_all_services()  # type: ignore[attr-defined]
+                await zc.async_close()  # type: ignore[attr-defined]
+            except Exception as exc:
+                log.debug("zeroconf close: %s", exc)
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= self.config.max_clients:
+            log.warning("wyoming: refusing a client (%d connected, max_clients)", len(self.connections))
+            self.counters.add("wyoming_refused")
+            writer.close()
+            return
+        conn = Connection(self, reader, writer)
+        self.connections.add(conn)
+        self.counters.add("wyoming_connections")
+        try:
+            await conn.run()
+        except FramingError as exc:
+            log.warning("wyoming: dropping a client: %s", exc)
+            self.counters.add("wyoming_malformed")
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.info("wyoming: client went away (%s)", exc)
+            self.counters.add("wyoming_disconnects")
+        except Exception:  # a bug in one request handler must not take the server down
+            log.exception("wyoming: request failed; dropping the client")
+            self.counters.add("wyoming_failures")
+        finally:
+            self.connections.discard(conn)
+            await conn.cleanup()
+
+
+def _default_address() -> str:
+    """The address the default route leaves from (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("224.0.0.251", 5353))
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
