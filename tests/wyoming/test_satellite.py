@@ -1,0 +1,174 @@
+"""voiced run as a Wyoming satellite, driven by a test client playing Home Assistant's part.
+
+Real parts only: ``voiced run`` as a process, real libasound through the ALSA file plugin (the
+microphone a FIFO this test writes in 100 ms steps, the speaker a raw file), the real alexa head,
+real Silero, a real mosquitto; the command is spoken by the real joe voice and what the
+satellite streams is checked by real Whisper. Flow: run-satellite → "alexa" + command in the
+room → detection, run-pipeline, the command's audio (ended by our endpointer) → Home Assistant's
+transcript and TTS audio back → played through our speaker → played.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from wyoming.asr import Transcript
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.satellite import PauseSatellite, RunSatellite
+from wyoming.tts import Synthesize
+
+from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
+from tests.mqtt.test_voice_daemon import REPO, Room
+from tests.mqtt.test_whisper_daemon import _spoken
+from tests.support import free_port
+from tests.tts.test_playback import playback_pcm
+from tests.tts.test_real_voice import joe_voice_path
+from voiced.audio.wav import read_wav
+
+COMMAND = "Turn on the kitchen light."
+
+
+async def _connect(port: int, proc: subprocess.Popen) -> AsyncTcpClient:
+    deadline = time.monotonic() + 60
+    while True:
+        client = AsyncTcpClient("127.0.0.1", port)
+        try:
+            await client.connect()
+            return client
+        except OSError:
+            assert proc.poll() is None, "voiced run exited"
+            assert time.monotonic() < deadline, "the Wyoming server never listened"
+            await asyncio.sleep(0.2)
+
+
+async def _next(client: AsyncTcpClient, timeout: float = 30) -> Event:
+    event = await asyncio.wait_for(client.read_event(), timeout)
+    assert event is not None, "the satellite closed the connection"
+    return event
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_home_assistant_drives_the_satellite_wake_word_to_played(tmp_path, broker, whisper_model_dir,
+                                                                 models, speech) -> None:
+    fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
+    os.mkfifo(fifo)
+    (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker) + file_pcm("mic", fifo))
+    port = free_port()
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "den"
+[audio]
+source = "alsa:mic"
+[vad]
+kind = "silero"
+model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
+[wake]
+directory = "{models / 'openwakeword'}"
+models = ["alexa_v0.1"]
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+[tts]
+tail_ms = 300
+[playback]
+device = "spk"
+[wyoming]
+uri = "tcp://127.0.0.1:{port}"
+zeroconf = false
+satellite = true
+area = "Den"
+""")
+    room = Room(fifo)
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
+               PYTHONPATH=str(REPO))
+    log = open(tmp_path / "voiced.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--listen-mode", "wake",
+                             "--config", str(tmp_path / "voiced.toml")],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    gap = np.zeros(16000, np.float32)
+    from voiced.tts import PiperVoice, SynthesisOptions
+
+    voice = PiperVoice.load(joe_voice_path())
+    reply = np.concatenate([c.samples for c in voice.synthesize("The kitchen light is on.",
+                                                                SynthesisOptions(noise_scale=0, noise_w=0))])
+
+    async def home_assistant() -> tuple[list[Event], np.ndarray, list[str]]:
+        client = await _connect(port, proc)
+        await client.write_event(Describe().event())
+        info = Info.from_event(await _next(client))
+        assert info.satellite is not None and info.satellite.area == "Den"
+        assert info.satellite.active_wake_words == ["alexa_v0.1"]
+        await client.write_event(RunSatellite().event())
+        room.say(np.concatenate([gap, alexa, gap[:4000], _spoken(COMMAND, exact=True), gap, gap]))
+        got = [await _next(client, 60)]
+        while got[-1].type != "audio-stop":
+            got.append(await _next(client))
+        heard = np.frombuffer(b"".join(e.payload or b"" for e in got if e.type == "audio-chunk"), "<i2")
+        # Home Assistant's side: its transcript, the reply's text, then the reply's audio to play
+        await client.write_event(Transcript(text=COMMAND).event())
+        await client.write_event(Synthesize(text="The kitchen light is on.").event())
+        pcm = reply.astype("<i2").tobytes()
+        await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
+        for i in range(0, len(pcm), 4096):
+            await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4096]).event())
+        await client.write_event(AudioStop().event())
+        after = [await _next(client)]
+        while after[-1].type != "played":
+            after.append(await _next(client))
+        # paused: a second "alexa" starts nothing
+        await client.write_event(PauseSatellite().event())
+        await asyncio.sleep(0.5)
+        room.say(np.concatenate([gap, alexa, gap, gap]))
+        quiet = []
+        try:
+            while True:
+                quiet.append((await _next(client, 6)).type)
+        except asyncio.TimeoutError:
+            pass
+        await client.disconnect()
+        return got, heard, quiet
+
+    try:
+        got, heard, quiet = asyncio.run(home_assistant())
+    finally:
+        room.stop.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+    types = [e.type for e in got]
+    assert types[:3] == ["detection", "run-pipeline", "audio-start"], types[:5]
+    assert got[0].data["name"] == "alexa_v0.1"
+    assert got[1].data["start_stage"] == "asr" and got[1].data["end_stage"] == "tts"
+    assert (got[2].data["rate"], got[2].data["width"], got[2].data["channels"]) == (16000, 2, 1)
+    # what the satellite streamed is the command (with pre-roll), ended by our endpointer, not the timeout
+    assert 1.0 < len(heard) / 16000 < 8.0
+    from voiced.asr.loader import load_recognizer
+
+    asr = load_recognizer(whisper_model_dir)
+    stream = asr.create_stream()
+    stream.accept_waveform(heard.astype(np.float32) / 32768)
+    assert "kitchen light" in asr.finish(stream).text.lower()
+    # Home Assistant's reply went out through our speaker, sample for sample
+    played = np.frombuffer(speaker.read_bytes(), "<i2")
+    assert len(played) >= len(reply)
+    start = int(np.argmax(np.abs(played) > 0))
+    assert np.array_equal(played[start:start + 2000], reply[int(np.argmax(np.abs(reply) > 0)):][:2000])
+    assert quiet == []
