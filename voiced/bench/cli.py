@@ -121,6 +121,17 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--cpu-seconds", type=float, default=300.0, help="audio used for the CPU figures")
     b.set_defaults(func=_wake)
 
+    b = bsub.add_parser("wyoming", help="Wyoming round trip vs the same work done directly",
+                        description="One process serves Wyoming on loopback; each WAV is streamed in 20 ms chunks by"
+                        " the wyoming library's client: audio-stop -> transcript, beside the listener `voiced"
+                        " transcribe --vad none` uses (last chunk -> final text), alternately; with --voice,"
+                        " synthesize -> first audio-chunk beside the voice's first chunk.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--voice", type=Path, default=None, metavar="VOICE.onnx", help="Piper voice for the TTS figures")
+    b.add_argument("--runs", type=int, default=3, metavar="N", help="runs over the files (default: %(default)s)")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    b.set_defaults(func=_wyoming)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -189,6 +200,12 @@ def _intents(args: argparse.Namespace) -> int:
     return _print(bench_intents(language=args.language, runs=args.runs, names=args.names, areas=args.areas,
                                 asr_model=args.asr_model, files=args.files,
                                 threads=args.threads, max_hotwords=args.max_hotwords or MAX_HOTWORDS))
+
+
+def _wyoming(args: argparse.Namespace) -> int:
+    from voiced.bench.wyoming import bench_wyoming
+
+    return _print(bench_wyoming(args.asr_model, args.voice, args.files, args.runs))
 
 
 def _cloud(args: argparse.Namespace) -> int:

@@ -76,6 +76,8 @@ class Connection:
         self.writer = writer
         self._send_lock = asyncio.Lock()
         self._asr: AsrRequest | None = None
+        self._pending: list[bytes] = []  # audio for the recognizer, not yet fed
+        self._feeding: asyncio.Task[None] | None = None
         self._transcribing = False  # a transcribe was asked for: the next audio is for ASR
         self._wake: WakeRequest | None = None
         self._detect_names: tuple[str, ...] | None = None
@@ -125,6 +127,9 @@ class Connection:
         self.writer.close()
 
     async def cleanup(self) -> None:
+        self._asr = None  # a feed in flight stops after its batch
+        if self._feeding is not None:
+            self._feeding.cancel()
         if self.satellite is not None:
             self.satellite.stop()
         self.writer.close()
@@ -193,7 +198,7 @@ class Connection:
             self._wake = WakeRequest(self.models.wake.create_stream(), fmt, max_s, self._detect_names)
             return
         # audio without detect is for speech-to-text, whether or not transcribe came first
-        self._asr = AsrRequest(self.models, fmt, max_s)
+        self._asr, self._pending = AsrRequest(self.models, fmt, max_s), []
         self._transcribing = True
         await self.send(TranscriptStart(language=self.models.intents.language).event())
 
@@ -210,9 +215,11 @@ class Connection:
                     await self.send(WyDetection(name=detection.label, timestamp=int(detection.time * 1000)).event())
             self._count_over(self._wake.input.over_limit)
         elif self._asr is not None:
-            for text in await self.work(self._asr.feed, event.payload):
-                await self.send(TranscriptChunk(text=text).event())
-            self._count_over(self._asr.input.over_limit)
+            # Chunks that arrive while the recognizer is busy are fed together: one hop to the pool
+            # per batch, and audio-stop never waits behind a queue of 20 ms hops.
+            self._pending.append(event.payload)
+            if self._feeding is None or self._feeding.done():
+                self._feeding = asyncio.create_task(self._feed_asr(self._asr))
         else:
             raise _BadRequest("audio-chunk before audio-start")
 
@@ -223,12 +230,30 @@ class Connection:
             self._wake, self._detecting = None, False
         elif self._asr is not None:
             asr, self._asr, self._transcribing = self._asr, None, False
-            text = await self.work(asr.finish)
+            if self._feeding is not None:
+                await self._feeding
+                self._feeding = None
+            text = await self.work(self._finish_asr, asr, b"".join(self._pending))
+            self._pending.clear()
             self.server.counters.add("wyoming_transcripts")
             await self.send(Transcript(text=text, language=self.models.intents.language).event())
             await self.send(TranscriptStop().event())
         else:
             raise _BadRequest("audio-stop without audio-start")
+
+    async def _feed_asr(self, asr: AsrRequest) -> None:
+        while self._pending and asr is self._asr:
+            batch = b"".join(self._pending)
+            self._pending.clear()
+            for text in await self.work(asr.feed, batch):
+                await self.send(TranscriptChunk(text=text).event())
+            self._count_over(asr.input.over_limit)
+
+    @staticmethod
+    def _finish_asr(asr: AsrRequest, rest: bytes) -> str:
+        if rest:
+            asr.feed(rest)  # partials this late are not worth sending: the transcript follows at once
+        return asr.finish()
 
     def _count_over(self, over: bool) -> None:
         if over:
