@@ -25,8 +25,6 @@ from voiced.config import Config
 from voiced.core.events import (
     CoreEvent,
     EventHandler,
-    IntentNotRecognized,
-    IntentRecognized,
     ListenMode,
     ListenRequest,
     PartialTranscript,
@@ -40,11 +38,11 @@ from voiced.core.events import (
     TranscriptCorrected,
     Utterance,
     WakeDetected,
-    Word,
 )
+from voiced.core.intent_stage import IntentStage
 from voiced.core.models import Models
+from voiced.core.words import word_timings
 from voiced.errors import ConfigError
-from voiced.intents import Intent
 from voiced.listener import ListenEvent, ListenEventType
 from voiced.runtime.hardware import Stage, select_profile
 from voiced.runtime.notify import SystemdNotifier
@@ -106,6 +104,7 @@ class Core:
                                    on_speaking=self._on_speaking, on_finished=self._on_spoken)
         self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
+        self.intent_stage = IntentStage(self.models, self.counters, self._emit)
         self.source: AudioSource = open_source(
             config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
             stop=self.stop_event, config_file=str(config.path) if config.path else None,
@@ -283,7 +282,7 @@ class Core:
             ctx.beat()
             utt = self.utterances.get(POLL_S)
             if utt is not None:
-                self._recognize(utt)
+                self.intent_stage.recognize(utt)
 
     # -- listening → sessions and transcripts ----------------------------------------------
 
@@ -361,36 +360,6 @@ class Core:
         self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
                                       intent_filter=intent_filter))
 
-    # -- intents -----------------------------------------------------------------------------
-
-    def _recognize(self, utt: Utterance) -> None:
-        m = self.models
-        intent = m.intents.recognize(utt.text)
-        if intent is not None and utt.intent_filter is not None and intent.name not in utt.intent_filter:
-            intent = None
-        if intent is None and m.llm is not None:
-            # bounded by llm.time_budget_s; whatever the model says is validated against the schema
-            intent = m.llm.recognize(utt.text, intent_filter=utt.intent_filter)
-            self.counters.add("llm_intents" if intent is not None else "llm_misses")
-        if m.cloud.should_use_cloud_intent(intent):
-            # The answer comes on a cloud thread within the cloud's budget; this stage moves on.
-            m.cloud.submit_intent(utt.text, lambda r: self._publish_intent(utt, r.value if r.ok else intent),
-                                  intent_filter=utt.intent_filter)
-            return
-        self._publish_intent(utt, intent)
-
-    def _publish_intent(self, utt: Utterance, intent: Intent | None) -> None:
-        if intent is None:
-            self.counters.add("intents_not_recognized")
-            self._emit(IntentNotRecognized(utt))
-            if utt.from_speech and utt.session_id is not None:
-                self._emit(SessionEnded(utt.session_id, SessionReason.INTENT_NOT_RECOGNIZED))
-            return
-        self.counters.add("intents")
-        self._emit(IntentRecognized(utt, intent))
-        if utt.from_speech and utt.session_id is not None:
-            self._emit(SessionEnded(utt.session_id, SessionReason.NOMINAL))
-
     # -- wake words ------------------------------------------------------------------------
 
     def _on_wake(self, detection: Detection, now: float) -> None:
@@ -425,22 +394,3 @@ class Core:
         self._speaking = speaking
         self._emit(SpeakingChanged(speaking))
 
-
-def word_timings(ev: ListenEvent) -> list[Word]:
-    """Words of the final text with their stream times, from the recognizer's token times."""
-    result = ev.result
-    words: list[Word] = []
-    if result is None:
-        return words
-    starts: list[float] = []
-    for sym, t in zip(result.tokens, result.timestamps):
-        if sym.startswith(" ") or not starts:
-            starts.append(ev.audio_start + t)
-    text, pos = ev.text, 0
-    for i, word in enumerate(text.split()):
-        begin = text.index(word, pos)
-        pos = begin + len(word)
-        start = starts[i] if i < len(starts) else ev.end
-        end = starts[i + 1] if i + 1 < len(starts) else ev.end
-        words.append(Word(word, result.confidence, begin, pos, round(start, 3), round(max(start, end), 3)))
-    return words
