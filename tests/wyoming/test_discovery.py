@@ -74,3 +74,4 @@ def test_a_unix_socket_serves_the_same_protocol(tmp_path) -> None:
 def test_a_bad_uri_is_a_config_error_naming_the_key(uri: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"wyoming.uri.*{message}"):
         Config.from_dict({"wyoming": {"uri": uri}})
+

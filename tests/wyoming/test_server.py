@@ -109,7 +109,7 @@ async def _until(client: AsyncTcpClient, last: str) -> list[Event]:
 
 
 def _pcm(samples: np.ndarray) -> bytes:
-    return np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2").tobytes()
+    return np.clip(np.round(samples * 32768), -32768, 32767).astype("<i2").tobytes()  # the WAV reader's inverse
 
 
 async def _stream_audio(client: AsyncTcpClient, pcm: bytes, rate: int, width: int = 2, channels: int = 1) -> None:

@@ -60,7 +60,7 @@ def bench_wyoming(asr_model: Path, voice: Path | None, audio: list[Path], runs: 
     for path in audio:
         samples, rate = read_wav(path)
         mono = to_mono(samples)
-        clips.append((path.name, mono, rate, (np.clip(mono, -1, 1) * 32767).astype("<i2").tobytes()))
+        clips.append((path.name, mono, rate, np.clip(np.round(mono * 32768), -32768, 32767).astype("<i2").tobytes()))
 
     async def over_wyoming(pcm: bytes, rate: int) -> tuple[float, str]:
         client = AsyncTcpClient("127.0.0.1", server.port)
