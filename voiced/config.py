@@ -150,8 +150,18 @@ class WakeSection:
     """After a detection the same wake word is ignored this long."""
     timeout_s: float = 5.0
     """After a wake word, the session ends (sessionEnded: timeout) if no speech starts within this."""
+    arbitration_group: str | None = None
+    """Sites of one group (a satellite per room) answer a wake word once: the one that heard it best
+    (highest SNR, then score). Claims travel over MQTT; unset: every site answers its own detections."""
+    arbitration_window_ms: int = 150
+    """How long a site waits for the other sites' claims before deciding."""
 
     def __post_init__(self) -> None:
+        group = self.arbitration_group
+        if group is not None and (not group or set("/+#") & set(group)):
+            raise ConfigError("arbitration_group", f"must be non-empty without '/', '+' or '#', got {group!r}")
+        if not 10 <= self.arbitration_window_ms <= 5000:
+            raise ConfigError("arbitration_window_ms", f"must be within 10..5000, got {self.arbitration_window_ms}")
         if not 0 < self.threshold <= 1:
             raise ConfigError("threshold", f"must be within (0, 1], got {self.threshold}")
         if self.patience < 1:

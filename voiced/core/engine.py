@@ -37,10 +37,10 @@ from voiced.core.events import (
     Transcript,
     TranscriptCorrected,
     Utterance,
-    WakeDetected,
 )
 from voiced.core.intent_stage import IntentStage
 from voiced.core.models import Models
+from voiced.core.wake_sessions import WakeSessions
 from voiced.core.words import word_timings
 from voiced.errors import ConfigError
 from voiced.listener import ListenEvent, ListenEventType
@@ -50,7 +50,7 @@ from voiced.runtime.supervisor import StageContext, Supervisor
 from voiced.stages import Counters, DropOldestQueue
 from voiced.tts import AlsaPlayer, Speaker, SpeakerConfig, SpeechRequest
 from voiced.tts.audio import AudioChunk
-from voiced.wake import Detection
+from voiced.wake.arbitration import Arbiter
 
 __all__ = ["Core", "WindowTap"]
 
@@ -86,16 +86,13 @@ class Core:
         self._request: ListenRequest | None = None  # an open listening request (on_request)
         self._utterance_session: str | None = None  # session of the utterance being heard
         self._speaking = False  # set by the speaker: capture is ignored meanwhile
-        self._wake_enabled = True
-        self._wake_session: str | None = None  # the session a wake word opened, until its utterance ends
-        self._wake_until = 0.0  # stream time by which speech must start after the wake word
         self.profile = select_profile(config.hardware.profile)
         self.notifier = notifier or SystemdNotifier()
         self.supervisor = Supervisor(notifier=self.notifier, status=status or self.status_line)
         self.models = Models.load(config, self.profile, self.counters)
         if mode is ListenMode.WAKE and self.models.wake is None:
             raise ConfigError("wake.models", "listen mode 'wake' needs at least one wake word model", str(config.path))
-        self.wake_stream = self.models.wake.create_stream() if self.models.wake is not None else None
+        self.wake = WakeSessions(self)
         self.listener = self.models.new_listener()
         self.speaker: Speaker | None = None
         if self.models.voice is not None or config.wyoming.satellite:  # a satellite plays Home Assistant's audio
@@ -206,7 +203,11 @@ class Core:
         self._muted = not enabled
 
     def set_wake(self, enabled: bool) -> None:
-        self._wake_enabled = enabled
+        self.wake.enabled = enabled
+
+    def set_arbiter(self, arbiter: Arbiter | None) -> None:
+        """Wake words become claims settled by ``arbiter`` (several rooms, one answer); before start()."""
+        self.wake.arbiter = arbiter
 
     def say(self, text: str, volume: float = 1.0, request_id: str | None = None, tag: object = None) -> SpeechRequest | None:
         """Speak through our speaker; None when no voice is configured. Bad text ends FAILED, still answered."""
@@ -268,10 +269,8 @@ class Core:
                 self.counters.add("windows")
                 for tap in tuple(self._taps):
                     tap(item)
-                if self.wake_stream is not None and self._wake_enabled:
-                    for detection in self.wake_stream.accept_waveform(item.samples):
-                        self._on_wake(detection, item.end)
-                if self.mode is not ListenMode.WAKE or self._listening_after_wake(item.end):
+                self.wake.process(item)
+                if self.mode is not ListenMode.WAKE or self.wake.listening(item.end):
                     events += self.listener.process(item)
                 expected = item.end
             for ev in events:
@@ -287,6 +286,8 @@ class Core:
     # -- listening → sessions and transcripts ----------------------------------------------
 
     def _on_listen_event(self, ev: ListenEvent) -> None:
+        if self.wake.hold(ev):
+            return
         if ev.type is ListenEventType.SPEECH_START:
             with self._lock:
                 request = self._request
@@ -294,8 +295,8 @@ class Core:
                     self._utterance_session = None
                     return
                 if self.mode is ListenMode.WAKE:
-                    self._utterance_session = self._wake_session
-                    if self._wake_session is None:
+                    self._utterance_session = self.wake.session
+                    if self.wake.session is None:
                         return
                 else:
                     self._utterance_session = (request.session_id if request and request.session_id
@@ -311,7 +312,7 @@ class Core:
         elif ev.type is ListenEventType.SPEECH_END:
             self._emit(SpeechEnded(session, ev.end))
             if self.mode is ListenMode.WAKE:
-                self._wake_session = None  # one utterance per wake word
+                self.wake.session = None  # one utterance per wake word
         elif ev.type is ListenEventType.FINAL:
             self._on_final(ev, session)
 
@@ -359,29 +360,6 @@ class Core:
         self._emit(Transcript(session, text, confidence, ev.start, ev.end, words))
         self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
                                       intent_filter=intent_filter))
-
-    # -- wake words ------------------------------------------------------------------------
-
-    def _on_wake(self, detection: Detection, now: float) -> None:
-        """On the listen thread: announce the wake word; in wake mode, listen for what follows."""
-        session = str(uuid.uuid4())
-        self.counters.add("wake_detections")
-        self._emit(WakeDetected(detection, session, self.config.wake.threshold))
-        if self.mode is ListenMode.WAKE:
-            self.listener = self.models.new_listener()  # a fresh endpointer: the wake word is not part of the utterance
-            self._wake_session = session
-            self._wake_until = now + self.config.wake.timeout_s
-
-    def _listening_after_wake(self, now: float) -> bool:
-        """Wake mode: feed VAD and ASR only between a wake word and the end of the utterance (or the timeout)."""
-        if self._wake_session is None:
-            return False
-        if self.listener.active or now <= self._wake_until:
-            return True
-        self.counters.add("wake_timeouts")
-        self._emit(SessionEnded(self._wake_session, SessionReason.TIMEOUT))
-        self._wake_session = None
-        return False
 
     # -- speech out --------------------------------------------------------------------------
 

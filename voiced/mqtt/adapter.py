@@ -33,6 +33,7 @@ from voiced.core.events import (
 )
 from voiced.errors import AudioError
 from voiced.mqtt import hermes
+from voiced.mqtt.arbitration import MqttArbiter
 from voiced.mqtt.client import MqttClient
 from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state, wake_event
 from voiced.mqtt.outbox import Outbox, OutboxConfig
@@ -77,6 +78,10 @@ class HermesAdapter:
             wake_words=wake.labels if wake is not None else (),
         )
         core.subscribe(self.on_event)
+        group = config.wake.arbitration_group
+        if group is not None and wake is not None:
+            core.set_arbiter(MqttArbiter(self.client, self.site_id, group, config.wake.arbitration_window_ms / 1000,
+                                         core.counters))
 
     def start(self) -> None:
         """Subscribe and connect (without waiting for the broker); the stats stage joins the core's."""

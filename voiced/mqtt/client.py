@@ -169,6 +169,15 @@ class MqttClient:
             self._cond.notify_all()
         return True
 
+    def publish_live(self, topic: str, payload: bytes | str) -> bool:
+        """QoS 0, never stored: for messages worth nothing later (arbitration claims). False when
+        the broker is not connected now; the caller then acts alone."""
+        data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        with self._cond:
+            if not self._connected or self._closed:
+                return False
+        return self._paho.publish(topic, data, qos=0).rc == mqtt.MQTT_ERR_SUCCESS
+
     def subscribe(self, topic_filter: str, handler: Handler) -> None:
         """Call ``handler`` for every message matching ``topic_filter``, now and after reconnects."""
         if not _is_filter(topic_filter):

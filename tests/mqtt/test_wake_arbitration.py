@@ -1,0 +1,143 @@
+"""Several rooms, one answer: two daemons hear the same wake word; only the one that heard it best answers.
+
+Real mosquitto, the real alexa head and Silero in two ``voiced`` daemons on one broker, each fed
+the same room recording (real alexa clip, then the joe voice's command, three times) at a
+different level over the same noise floor, paced to the clock and started together.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.mqtt.test_whisper_daemon import _spoken
+from tests.support import wait_until
+from voiced.audio.wav import read_wav, write_wav
+from voiced.config import Config
+from voiced.mqtt.arbitration import parse_claim
+from voiced.mqtt.hermes import MalformedMessage
+from voiced.wake.arbitration import Claim, SnrTracker, winner
+
+REPEATS = 3
+
+
+def _config(tmp_path, site: str, wav, broker, models, group: str | None = "house") -> Config:
+    arbitration = f'arbitration_group = "{group}"' if group else ""
+    (tmp_path / f"{site}.toml").write_text(f"""
+[site]
+id = "{site}"
+[audio]
+source = "file:{wav}"
+realtime = true
+[vad]
+kind = "silero"
+model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
+[wake]
+directory = "{models / 'openwakeword'}"
+models = ["alexa_v0.1"]
+{arbitration}
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+client_id = "{site}"
+[daemon]
+state_dir = "{site}-state"
+""")
+    return Config.from_file(tmp_path / f"{site}.toml")
+
+
+def _room(speech, gain: float) -> np.ndarray:
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    command = _spoken("Turn on the kitchen light.", exact=True)
+    gap = np.zeros(16000, np.float32)
+    once = np.concatenate([gap, gap, alexa * gain, gap[:5000], command * gain, gap, gap, gap])
+    audio = np.concatenate([gap] + [once] * REPEATS)
+    noise = np.random.default_rng(3).standard_normal(len(audio)).astype(np.float32) * 0.003  # the same room noise
+    return audio + noise
+
+
+@pytest.mark.shared
+def test_only_the_site_that_heard_the_wake_word_best_opens_a_session(tmp_path, broker, subscriber_factory,
+                                                                     models, speech) -> None:
+    from voiced.pipeline import Daemon, ListenMode
+
+    loud, quiet = tmp_path / "kitchen.wav", tmp_path / "hall.wav"
+    write_wav(loud, _room(speech, 1.0)[:, None], 16000)
+    write_wav(quiet, _room(speech, 0.4)[:, None], 16000)
+    sub = subscriber_factory(broker, "#")
+    kitchen = Daemon(_config(tmp_path, "kitchen", loud, broker, models), ListenMode.WAKE)
+    hall = Daemon(_config(tmp_path, "hall", quiet, broker, models), ListenMode.WAKE)
+    for d in (kitchen, hall):
+        d.client.connect()
+    assert kitchen.client.wait_connected(10) and hall.client.wait_connected(10)
+    kitchen.start()
+    hall.start()  # the same recording, started together, paced to the clock
+    try:
+        wait_until(lambda: len(sub.payloads("voiced/arbitration/house/standDown")) >= REPEATS, timeout=90,
+                   what="the hall standing down three times")
+        wait_until(lambda: len([p for p in sub.payloads("hermes/dialogueManager/sessionStarted")]) >= REPEATS,
+                   timeout=30, what="three sessions")
+    finally:
+        kitchen.stop(timeout=2)
+        hall.stop(timeout=2)
+    assert hall.counters.get("wake_detections") == REPEATS  # both heard every alexa: arbitration decided
+    claims = [parse_claim(p) for p in sub.payloads("voiced/arbitration/house/claim")]
+    assert sorted(c.site_id for c in claims) == ["hall"] * REPEATS + ["kitchen"] * REPEATS
+    assert all(k.snr_db > h.snr_db for k in claims if k.site_id == "kitchen" for h in claims if h.site_id == "hall")
+    detected = [json.loads(p) for t, p, _ in sub.messages if t == "hermes/hotword/alexa_v0.1/detected"]
+    assert [d["siteId"] for d in detected] == ["kitchen"] * REPEATS
+    started = [json.loads(p)["siteId"] for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
+    assert started == ["kitchen"] * REPEATS  # the hall never opened one
+    downs = [json.loads(p) for p in sub.payloads("voiced/arbitration/house/standDown")]
+    assert {(d["siteId"], d["winner"]) for d in downs} == {("hall", "kitchen")}
+    assert kitchen.counters.get("wake_arbitration_won") == REPEATS and hall.counters.get("wake_stood_down") == REPEATS
+
+
+@pytest.mark.shared
+def test_with_the_broker_away_a_site_answers_its_own_wake_word(tmp_path, broker_factory, models, speech) -> None:
+    from voiced.pipeline import Daemon, ListenMode
+
+    broker = broker_factory(start=False)  # never started: nobody to arbitrate with
+    wav = tmp_path / "room.wav"
+    write_wav(wav, _room(speech, 1.0)[:16000 * 8, None], 16000)
+    daemon = Daemon(_config(tmp_path, "porch", wav, broker, models), ListenMode.WAKE)
+    daemon.start()
+    try:
+        wait_until(lambda: daemon.counters.get("utterances") >= 1, timeout=60, what="the command's session")
+    finally:
+        daemon.stop(timeout=2)
+    assert daemon.counters.get("wake_arbitration_local") == 1
+    assert daemon.client.stats()["queued"] >= 2  # hotword detected and sessionStarted wait in the outbox
+
+
+def test_the_rule_is_snr_then_score_then_site_id() -> None:
+    a = Claim("attic", "alexa", 0.9, 20.0, "s1")
+    b = Claim("barn", "alexa", 0.99, 12.0, "s2")
+    assert winner([a, b]) is a and winner([b, a]) is a  # SNR first, whatever the order of arrival
+    c = Claim("cellar", "alexa", 0.95, 20.0, "s3")
+    assert winner([a, c]) is c  # same SNR: the higher score
+    d = Claim("den", "alexa", 0.95, 20.0, "s4")
+    assert winner([d, c]) is c and winner([c, d]) is c  # a full tie: the smaller siteId, everywhere
+
+
+def test_snr_grows_with_the_level_over_the_same_noise() -> None:
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal(16000 * 3).astype(np.float32) * 0.003
+    tone = np.sin(np.arange(16000) / 16000 * 2 * np.pi * 440).astype(np.float32)
+    figures = []
+    for gain in (0.05, 0.2, 0.8):
+        tracker = SnrTracker()
+        tracker.push(noise)
+        tracker.push(tone * gain + noise[:16000])
+        figures.append(tracker.snr_db())
+    assert figures[0] < figures[1] < figures[2]
+    assert figures[2] - figures[1] == pytest.approx(20 * np.log10(4), abs=1.0)  # 12 dB louder, 12 dB more
+
+
+@pytest.mark.parametrize("payload", [b"not json", b"{}", b'{"siteId": 1, "wakewordId": "a", "score": 1, "snrDb": 2}',
+                                     b'{"siteId": "a", "wakewordId": "b", "score": "x", "snrDb": 2}'])
+def test_malformed_claims_are_refused(payload: bytes) -> None:
+    with pytest.raises(MalformedMessage):
+        parse_claim(payload)
