@@ -10,7 +10,7 @@ import pytest
 
 import voiced.mqtt.outbox as outbox_module
 from voiced.errors import ConfigError
-from voiced.mqtt.outbox import Outbox, OutboxConfig
+from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
 
 
 def open_outbox(tmp_path: Path, **bounds: float) -> Outbox:
@@ -145,3 +145,46 @@ def test_unusable_path_is_a_config_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         Outbox(OutboxConfig(str(blocker / "outbox.sqlite")))
     assert str(blocker) in str(err.value)
+
+
+def _full_disk(tmp_path: Path) -> Path | None:
+    """A 4 MB tmpfs (root only); None where mounting is not allowed."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    return mount if ok.returncode == 0 else None
+
+
+def test_a_full_disk_holds_messages_in_memory_in_order_and_loses_none(tmp_path: Path) -> None:
+    import subprocess
+
+    mount = _full_disk(tmp_path)
+    if mount is None:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    try:
+        box = Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3")))
+        ballast = mount / "ballast"
+        with open(ballast, "wb", buffering=0) as f:  # fill what is left of the disk
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        payload = b"x" * 500  # 200 of them (and the WAL) fit the disk once the ballast is gone
+        ids = [box.append("t", payload + str(n).encode()) for n in range(200)]
+        assert SPILLED in ids and box.held_in_memory > 0 and box.stats()["write_errors"] >= 1
+        assert len(box) == 200  # every message waits, on file or in memory
+        ballast.unlink()  # space is back
+        got, after = [], 0
+        while batch := box.peek(after, 50):
+            for m in batch:
+                got.append(m.payload)
+                box.ack(m.id)
+            after = batch[-1].id
+        assert got == [payload + str(n).encode() for n in range(200)]  # all of them, in order
+        assert box.held_in_memory == 0 and len(box) == 0
+        box.close()
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)

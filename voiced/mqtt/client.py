@@ -243,12 +243,16 @@ class MqttClient:
     def _send_loop(self) -> None:
         window = self.config.max_inflight
         while True:
+            held = self._outbox.held_in_memory  # a full disk: look again each second for space
             with self._cond:
-                self._cond.wait_for(
-                    lambda: self._stopping or (self._ready and self._kick and len(self._inflight) < window)
+                woke = self._cond.wait_for(
+                    lambda: self._stopping or (self._ready and self._kick and len(self._inflight) < window),
+                    timeout=1.0 if held else None,
                 )
                 if self._stopping:
                     return
+                if not woke and not (self._ready and len(self._inflight) < window):
+                    continue
                 self._kick = False
                 budget = window - len(self._inflight)
                 after = self._last_handed

@@ -8,6 +8,11 @@ dropped, counted per reason and logged.
 
 Row ids come from AUTOINCREMENT so they never repeat, not even after the newest rows are
 deleted: the client hands messages out by "every id after the last one handed out".
+
+A full disk (or any write error of SQLite) loses nothing: appends then wait in memory, in
+order, bounded like the file, and reach the file at the next operation after space is back;
+an acknowledgement that cannot be written is remembered and retried (until then the message
+is not handed out again).
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
 
-__all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage"]
+__all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
+
+SPILLED = -1
+"""What ``append`` returns for a message kept in memory because the file could not take it."""
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +122,15 @@ class Outbox:
         self._count: int = count
         self._bytes: int = size
         self._dropped = {reason: 0 for reason in DropReason}
+        self._spill: list[tuple[str, bytes, int, bool, float]] = []  # appends the file refused, oldest first
+        self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
+        self.write_errors = 0
         if count:
             log.info("outbox %s holds %d messages (%d bytes) from before", path, count, size)
 
     def append(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> int | None:
-        """Store a message; return its id, or None when it alone exceeds ``max_bytes``.
+        """Store a message; return its id, SPILLED when the file refused it (kept in memory, in
+        order), or None when it alone exceeds ``max_bytes``.
 
         Older messages are dropped first when the bounds would be exceeded.
         """
@@ -128,45 +140,119 @@ class Outbox:
             if size > self.config.max_bytes:
                 self._count_drop(DropReason.MAX_BYTES, 1, f"a {size}-byte message on {topic}, larger than the outbox")
                 return None
-            count, nbytes = self._count, self._bytes
-            # One transaction: the evictions and the insert reach the file together.
-            self._db.execute("BEGIN IMMEDIATE")
+            row = (topic, payload, qos, retain, time.time())
+            if self._spill and not self._unspill_locked():
+                return self._spill_locked(row)  # behind the others, to keep the order
             try:
-                self._expire_locked()
-                self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
-                self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
-                cur = self._db.execute(
-                    "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
-                    (topic, payload, qos, int(retain), time.time()),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
+                return self._insert_locked(row)
+            except sqlite3.Error as exc:
+                self._write_failed(exc)
+                return self._spill_locked(row)
+
+    def _insert_locked(self, row: tuple[str, bytes, int, bool, float]) -> int:
+        topic, payload, qos, retain, created = row
+        size = len(payload)
+        count, nbytes = self._count, self._bytes
+        # One transaction: the evictions and the insert reach the file together.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._expire_locked()
+            self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
+            self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
+            cur = self._db.execute(
+                "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
+                (topic, payload, qos, int(retain), created),
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            try:
                 self._db.execute("ROLLBACK")
-                self._count, self._bytes = count, nbytes
-                raise
-            self._count += 1
-            self._bytes += size
-            return int(cur.lastrowid or 0)
+            except sqlite3.Error:
+                pass  # nothing was begun, or SQLite rolled back by itself
+            self._count, self._bytes = count, nbytes
+            raise
+        self._count += 1
+        self._bytes += size
+        return int(cur.lastrowid or 0)
+
+    def _spill_locked(self, row: tuple[str, bytes, int, bool, float]) -> int:
+        self._spill.append(row)
+        if len(self._spill) + self._count > self.config.max_messages:
+            self._spill.pop(0)
+            self._count_drop(DropReason.MAX_MESSAGES, 1, "the oldest message held in memory (disk full)")
+        return SPILLED
+
+    def _unspill_locked(self) -> bool:
+        """Move the messages held in memory to the file, oldest first; True when none is left."""
+        checkpointed = False
+        while self._spill:
+            try:
+                self._insert_locked(self._spill[0])
+            except sqlite3.Error:
+                if checkpointed:
+                    return False
+                checkpointed = True
+                try:  # the WAL may be what fills the disk: fold it into the file and cut it short
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    return False
+                continue
+            self._spill.pop(0)
+        log.info("outbox %s: the file takes messages again", self.config.path)
+        return True
+
+    def _write_failed(self, exc: sqlite3.Error) -> None:
+        self.write_errors += 1
+        if self.write_errors == 1 or self.write_errors % 100 == 0:
+            log.error("outbox %s cannot be written (%s): holding messages in memory (%d write errors so far)",
+                      self.config.path, exc, self.write_errors)
+
+    def _retry_deletes_locked(self) -> None:
+        for message_id in sorted(self._unacked_deletes):
+            try:
+                self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+            except sqlite3.Error:
+                return
+            self._unacked_deletes.discard(message_id)
+
+    @property
+    def held_in_memory(self) -> int:
+        """Messages waiting for the file to take them (disk full)."""
+        with self._lock:
+            return len(self._spill)
 
     def peek(self, after_id: int = 0, limit: int = 100) -> list[OutboxMessage]:
         """Up to ``limit`` messages with an id above ``after_id``, oldest first (expired ones dropped)."""
         with self._lock:
             self._check_open()
-            self._expire_locked()
+            if self._spill:
+                self._unspill_locked()
+            if self._unacked_deletes:
+                self._retry_deletes_locked()
+            try:
+                self._expire_locked()
+            except sqlite3.Error as exc:  # expiry can wait for space
+                self._write_failed(exc)
             rows = self._db.execute(
                 "SELECT id, topic, payload, qos, retain, created FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
-                (after_id, limit),
+                (after_id, limit + len(self._unacked_deletes)),
             ).fetchall()
-        return [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows]
+        messages = [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows
+                    if i not in self._unacked_deletes]
+        return messages[:limit]
 
     def ack(self, message_id: int) -> bool:
         """Delete a delivered message; False if it was already gone (dropped meanwhile)."""
         with self._lock:
             self._check_open()
             row = self._db.execute("SELECT LENGTH(payload) FROM outbox WHERE id = ?", (message_id,)).fetchone()
-            if row is None:
+            if row is None or message_id in self._unacked_deletes:
                 return False
-            self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+            try:
+                self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+            except sqlite3.Error as exc:  # delivered all the same: retried later, never handed out again
+                self._write_failed(exc)
+                self._unacked_deletes.add(message_id)
             self._count -= 1
             self._bytes -= row[0]
             return True
@@ -179,8 +265,9 @@ class Outbox:
         return int(row[0]) if row else 0
 
     def __len__(self) -> int:
+        """Messages waiting, on file and in memory."""
         with self._lock:
-            return self._count
+            return self._count + len(self._spill)
 
     @property
     def size_bytes(self) -> int:
@@ -191,7 +278,8 @@ class Outbox:
     def stats(self) -> Mapping[str, int]:
         """``queued``, ``queued_bytes`` and ``dropped_<reason>`` for each DropReason (this process)."""
         with self._lock:
-            out: dict[str, int] = {"queued": self._count, "queued_bytes": self._bytes}
+            out: dict[str, int] = {"queued": self._count + len(self._spill), "queued_bytes": self._bytes,
+                                   "held_in_memory": len(self._spill), "write_errors": self.write_errors}
             out.update({f"dropped_{r.value}": n for r, n in self._dropped.items()})
             return out
 
@@ -199,6 +287,9 @@ class Outbox:
         """Close the database; messages not acknowledged stay for the next start."""
         with self._lock:
             if not self._closed:
+                if self._spill and not self._unspill_locked():
+                    log.error("outbox %s: %d messages held in memory are lost: the disk is still full",
+                              self.config.path, len(self._spill))
                 self._closed = True
                 self._db.close()
 
