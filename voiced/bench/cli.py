@@ -132,6 +132,21 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_wyoming)
 
+    b = bsub.add_parser("chaos", help="broker kills/stalls, a full disk, daemon kills: messages lost (goal 0)",
+                        description="voiced run transcribes real speech (paced to the clock) while a fault is"
+                        " injected again and again: mosquitto killed and restarted, mosquitto stalled (SIGSTOP), the"
+                        " outbox's tmpfs full (root only), the daemon SIGKILLed and restarted on the same state"
+                        " directory. Prints per phase: produced, delivered, duplicated, lost. Progress on stderr.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
+    b.add_argument("--vad-model", type=Path, default=None, metavar="PATH", help="Silero VAD (default: energy VAD)")
+    b.add_argument("--seconds", type=float, default=120.0, help="audio per phase (default: %(default)s)")
+    b.add_argument("--faults", type=int, default=20, help="faults per phase; daemon kills: a quarter (default: %(default)s)")
+    b.add_argument("--phases", nargs="+", default=None, metavar="PHASE",
+                   help="broker_restarts broker_stalls disk_full daemon_kills (default: all)")
+    b.add_argument("--seed", type=int, default=0)
+    b.set_defaults(func=_chaos)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -206,6 +221,13 @@ def _wyoming(args: argparse.Namespace) -> int:
     from voiced.bench.wyoming import bench_wyoming
 
     return _print(bench_wyoming(args.asr_model, args.voice, args.files, args.runs))
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    from voiced.bench.chaos import PHASES, bench_chaos
+
+    return _print(bench_chaos(args.asr_model, args.speech, args.vad_model, args.seconds, args.faults,
+                              tuple(args.phases or PHASES), args.seed))
 
 
 def _cloud(args: argparse.Namespace) -> int:

@@ -1,0 +1,317 @@
+"""``voiced bench chaos``: faults during a file-fed run with a real broker, and a count of what was lost.
+
+``voiced run`` (a real process) transcribes real speech paced to the clock and publishes every
+transcript (``hermes/asr/textCaptured``, one ``sessionId`` each) through its outbox, while a
+recorder with a persistent session (QoS 1) collects them from a mosquitto that keeps its
+state on disk. One phase per fault, each a fresh run on the same state directory:
+
+- ``broker_restarts``: mosquitto killed (SIGKILL or SIGTERM, alternately) and restarted;
+- ``broker_stalls``: mosquitto frozen (SIGSTOP) for seconds, then SIGCONT;
+- ``disk_full``: the outbox's file system (a small tmpfs; needs root) filled to the last block, then freed;
+- ``daemon_kills``: the daemon SIGKILLed mid-run and restarted on the same state directory; what its
+  outbox held at the kill (committed, not yet acknowledged) must arrive after the restart.
+
+Per phase: produced (the daemon's ``transcripts`` counter; for killed runs what they committed),
+delivered (distinct sessionIds), duplicated (QoS 1 is at least once) and lost (goal: 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+__all__ = ["PHASES", "bench_chaos"]
+
+PHASES = ("broker_restarts", "broker_stalls", "disk_full", "daemon_kills")
+SITE = "chaos"
+TEXT_TOPIC = "hermes/asr/textCaptured"
+
+
+class _Mosquitto:
+    """mosquitto on a fixed port with its state on disk (subscriptions and queued messages survive)."""
+
+    def __init__(self, work: Path) -> None:
+        self.exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.conf = work / "mosquitto.conf"
+        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
+                             f"persistence true\npersistence_location {work}/\nautosave_interval 1\n"
+                             "autosave_on_changes true\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+            self.proc = None
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+
+
+class _Recorder:
+    """A persistent-session QoS 1 subscriber: textCaptured sessionIds and the daemon's stats."""
+
+    def __init__(self, port: int) -> None:
+        self.sessions: list[str] = []
+        self.stats: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="chaos-recorder", clean_session=False)
+        self.client.reconnect_delay_set(0.05, 0.5)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.subscribed = threading.Event()
+        self.client.on_subscribe = lambda *_: self.subscribed.set()
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise RuntimeError("the recorder could not subscribe")
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if not flags.session_present:
+            client.subscribe([(TEXT_TOPIC, 1), (f"voiced/{SITE}/stats", 1)])
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        try:
+            payload = json.loads(msg.payload)
+        except ValueError:
+            return
+        with self.lock:
+            if msg.topic == TEXT_TOPIC:
+                self.sessions.append(payload.get("sessionId", ""))
+            else:
+                self.stats = payload
+
+    def snapshot(self) -> tuple[list[str], dict[str, Any]]:
+        with self.lock:
+            return list(self.sessions), dict(self.stats)
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def _speech(speech: Path, seconds: float, work: Path) -> Path:
+    """Real read speech from ../shared (hifitts), one second of silence between utterances."""
+    from voiced.audio.wav import read_wav, write_wav
+
+    parts, total = [], 0.0
+    gap = np.zeros(16_000, np.float32)
+    files = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
+    for path in files * 10:
+        samples, _ = read_wav(path)
+        parts += [samples[:, 0], gap]
+        total += len(samples) / 16_000 + 1
+        if total >= seconds:
+            break
+    out = work / f"speech-{int(seconds)}.wav"
+    write_wav(out, np.concatenate([gap, *parts])[:, None], 16_000)
+    return out
+
+
+def _pending_sessions(outbox: Path) -> set[str]:
+    """The textCaptured messages a killed daemon had committed but not yet seen acknowledged."""
+    if not outbox.exists():
+        return set()
+    db = sqlite3.connect(outbox)
+    try:
+        rows = db.execute("SELECT payload FROM outbox WHERE topic = ?", (TEXT_TOPIC,)).fetchall()
+    finally:
+        db.close()
+    return {json.loads(bytes(p)).get("sessionId", "") for (p,) in rows}
+
+
+class _Run:
+    def __init__(self, work: Path, state: Path, port: int, asr_model: Path, vad_model: Path | None) -> None:
+        self.work, self.state, self.port = work, state, port
+        self.asr_model, self.vad_model = asr_model, vad_model
+
+    def start(self, audio: Path) -> subprocess.Popen[bytes]:
+        vad = (f'kind = "silero"\nmodel = "{self.vad_model}"' if self.vad_model else 'kind = "energy"')
+        conf = self.work / "voiced.toml"
+        conf.write_text(f"""
+[site]
+id = "{SITE}"
+[audio]
+source = "file:{audio}"
+realtime = true
+[vad]
+{vad}
+[asr]
+model = "{self.asr_model}"
+method = "greedy_search"
+[mqtt]
+host = "127.0.0.1"
+port = {self.port}
+client_id = "chaos-daemon"
+[daemon]
+state_dir = "{self.state}"
+stats_interval_s = 1.0
+""")
+        log = open(self.work / "voiced.log", "ab")
+        return subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(conf)],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=self.work)
+
+
+def _wait_done(rec: _Recorder, audio_s: float, timeout: float) -> dict[str, Any]:
+    """Until the daemon has heard the whole file and its outbox is empty (as its stats say)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _, stats = rec.snapshot()
+        heard = stats.get("counters", {}).get("windows", 0) * 0.1
+        if heard >= audio_s - 1.0 and stats.get("mqtt", {}).get("queued", 1) == 0:
+            time.sleep(2.0)  # the last messages reach the recorder
+            return rec.snapshot()[1]
+        time.sleep(0.5)
+    return rec.snapshot()[1]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _mount_small(path: Path, size: str = "8m") -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def _fill(path: Path) -> Path:
+    ballast = path / "ballast"
+    with open(ballast, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+    return ballast
+
+
+def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run, broker: _Mosquitto,
+           rec: _Recorder, audio: Path) -> dict[str, Any]:
+    before = set(rec.snapshot()[0])
+    events: list[dict[str, Any]] = []
+    times = sorted(rng.uniform(3.0, seconds - 4.0) for _ in range(faults))
+    proc = run.start(audio)
+    t0 = time.monotonic()
+    pending: set[str] = set()
+    killed_delivered: set[str] = set()
+    for at in times:
+        time.sleep(max(0.0, t0 + at - time.monotonic()))
+        if kind == "broker_restarts":
+            sig = signal.SIGKILL if len(events) % 2 == 0 else signal.SIGTERM
+            down = rng.uniform(0.3, 2.5)
+            broker.stop(sig)
+            time.sleep(down)
+            broker.start()
+            events.append({"at_s": round(at, 1), "signal": signal.Signals(sig).name, "down_s": round(down, 2)})
+        elif kind == "broker_stalls":
+            stall = rng.uniform(1.0, 4.0)
+            broker.signal(signal.SIGSTOP)
+            time.sleep(stall)
+            broker.signal(signal.SIGCONT)
+            events.append({"at_s": round(at, 1), "stalled_s": round(stall, 2)})
+        elif kind == "disk_full":
+            full = rng.uniform(2.0, 5.0)
+            ballast = _fill(run.state)
+            time.sleep(full)
+            ballast.unlink()
+            events.append({"at_s": round(at, 1), "full_s": round(full, 2)})
+        elif kind == "daemon_kills":
+            proc.kill()
+            proc.wait(10)
+            time.sleep(0.5)  # what the broker had already forwarded reaches the recorder
+            killed_delivered |= set(rec.snapshot()[0]) - before
+            held = _pending_sessions(run.state / "outbox.sqlite3")
+            pending |= held
+            events.append({"at_s": round(at, 1), "outbox_held": len(held)})
+            proc = run.start(audio)  # the same file again: a fresh run on the same state directory
+            t0 = time.monotonic()
+    stats = _wait_done(rec, _duration(audio), timeout=seconds + 120)
+    _stop(proc)
+    sessions = [s for s in rec.snapshot()[0] if s not in before]
+    delivered = set(sessions)
+    produced_last = int(stats.get("counters", {}).get("transcripts", 0))
+    last_run = delivered - killed_delivered - pending
+    committed = len(killed_delivered | pending) + produced_last
+    return {
+        "faults": len(events), "events": events,
+        "produced": committed, "delivered": len(delivered),
+        "duplicated": len(sessions) - len(delivered),
+        "lost": len(pending - delivered) + max(0, produced_last - len(last_run)),
+        "outbox_write_errors": stats.get("mqtt", {}).get("write_errors", 0),
+        "reconnects": stats.get("mqtt", {}).get("reconnects", 0),
+    }
+
+
+def _duration(audio: Path) -> float:
+    from voiced.audio.wav import read_wav
+
+    samples, rate = read_wav(audio)
+    return len(samples) / rate
+
+
+def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, seconds: float = 120.0,
+                faults: int = 20, phases: tuple[str, ...] = PHASES, seed: int = 0) -> dict[str, Any]:
+    """Each phase: ``seconds`` of real speech with ``faults`` faults (a quarter as many daemon kills)."""
+    rng = random.Random(seed)
+    results: dict[str, Any] = {"asr_model": str(asr_model), "seconds_per_phase": seconds, "seed": seed}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        state = work / "state"
+        small = os.geteuid() == 0 and _mount_small(state)
+        try:
+            broker = _Mosquitto(work)
+            broker.start()
+            rec = _Recorder(broker.port)
+            audio = _speech(speech, seconds, work)
+            run = _Run(work, state, broker.port, asr_model, vad_model)
+            for kind in phases:
+                if kind == "disk_full" and not small:
+                    results[kind] = {"skipped": "needs root to mount a small tmpfs for the state directory"}
+                    continue
+                n = max(1, faults // 4) if kind == "daemon_kills" else faults
+                results[kind] = _phase(kind, n, seconds, rng, run, broker, rec, audio)
+                print(json.dumps({kind: {k: v for k, v in results[kind].items() if k != "events"}}),
+                      file=sys.stderr, flush=True)
+            rec.close()
+            broker.stop()
+        finally:
+            if small:
+                subprocess.run(["umount", "-l", str(state)], capture_output=True)
+    results["lost_total"] = sum(r.get("lost", 0) for r in results.values() if isinstance(r, dict))
+    return results
