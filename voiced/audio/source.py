@@ -79,6 +79,12 @@ class AudioSource(ABC):
         self.stop_event = stop if stop is not None else threading.Event()
         self.stats = SourceStats()
 
+    @property
+    def lossless(self) -> bool:
+        """No clock drives this source (a file read as fast as it goes): a full queue makes it
+        wait instead of dropping audio. Live sources drop the oldest instead."""
+        return False
+
     @abstractmethod
     def open(self) -> None:
         """Acquire the file or device. Calling it again does nothing."""
@@ -146,6 +152,10 @@ class WavSource(AudioSource):
         self._reader: WavReader | None = None
         self._resampler: StreamingResampler | None = None
         self._describe = f"file:{self.path}"
+
+    @property
+    def lossless(self) -> bool:
+        return not self.realtime
 
     def open(self) -> None:
         if self._reader is not None:

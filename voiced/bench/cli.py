@@ -147,6 +147,17 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--seed", type=int, default=0)
     b.set_defaults(func=_chaos)
 
+    b = bsub.add_parser("soak", help="hours of audio as fast as it goes: RSS, fds, threads, outbox, transcripts",
+                        description="The daemon (this process, a real mosquitto beside it) hears a loop of real"
+                        " speech, silence and noise for --hours of audio time, not paced to the clock, with nlu/query"
+                        " traffic; samples RSS, file descriptors, threads, outbox and CPU (progress on stderr) and"
+                        " counts every transcript on the broker.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
+    b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
+    b.add_argument("--hours", type=float, default=24.0, help="audio time (default: %(default)s)")
+    b.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: %(default)s)")
+    b.set_defaults(func=_soak)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -228,6 +239,12 @@ def _chaos(args: argparse.Namespace) -> int:
 
     return _print(bench_chaos(args.asr_model, args.speech, args.vad_model, args.seconds, args.faults,
                               tuple(args.phases or PHASES), args.seed))
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from voiced.bench.soak import bench_soak
+
+    return _print(bench_soak(args.asr_model, args.speech, args.hours, args.sample_s))
 
 
 def _cloud(args: argparse.Namespace) -> int:

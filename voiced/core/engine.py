@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 
 from voiced.audio.frames import Window, Windower
-from voiced.audio.source import AudioSource, NullSource, WavSource, open_source
+from voiced.audio.source import AudioSource, NullSource, open_source
 from voiced.cloud.pool import CloudResult
 from voiced.config import Config
 from voiced.core.events import (
@@ -225,7 +225,7 @@ class Core:
     def _capture(self, ctx: StageContext) -> None:
         windower = Windower(self.config.audio.window_frames)
         # A file not paced to the clock goes as fast as the pipeline: wait for room, drop nothing.
-        block = isinstance(self.source, WavSource) and not self.config.audio.realtime
+        block = self.source.lossless
         if isinstance(self.source, NullSource):  # no audio at all: idle, yet alive for the watchdog
             while not ctx.wait(POLL_S):
                 ctx.beat()
