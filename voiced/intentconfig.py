@@ -114,6 +114,8 @@ class SlotLists:
                 data = yaml.safe_load(f)
         except OSError as exc:
             raise ConfigError("intents.list_files", f"cannot read {path}: {exc.strerror}", source) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError("intents.list_files", f"{path} is not UTF-8 text: {exc}", source) from None
         except yaml.YAMLError as exc:
             raise ConfigError("intents.list_files", f"{path} is not valid YAML: {exc}", source) from None
         if not isinstance(data, Mapping):

@@ -227,6 +227,8 @@ def read_template_file(path: Path) -> dict[str, Any]:
             data = yaml.safe_load(f)
     except OSError as exc:
         raise ConfigError("intents", f"cannot read {path}: {exc.strerror}", source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("intents", f"{path} is not UTF-8 text: {exc}", source) from None
     except yaml.YAMLError as exc:
         raise ConfigError("intents", f"{path} is not valid YAML: {exc}", source) from None
     if data is None:

@@ -178,6 +178,12 @@ def write_wav(path: str | os.PathLike[str], samples: np.ndarray, rate: int, chan
     Path(path).write_bytes(header + body)
 
 
+MIN_RATE, MAX_RATE = 1_000, 768_000
+"""Sample rates a WAV may have (telephone 8 kHz … studio 768 kHz)."""
+MAX_CHANNELS = 32
+"""More channels than any microphone array: a header claiming 65,535 is corrupt."""
+
+
 def _parse_header(f: BinaryIO, path: str) -> WavInfo:
     """Walk the RIFF chunks up to the samples; every problem names the file."""
 
@@ -256,8 +262,13 @@ def _parse_fmt(fmt: bytes, fail: Callable[[str], AudioError]) -> tuple[int, int,
         raise fail(f"{bits}-bit {kind} samples are not supported")
     if channels == 0:
         raise fail("zero channels")
+    if channels > MAX_CHANNELS:
+        raise fail(f"{channels} channels; at most {MAX_CHANNELS} are supported")
     if rate == 0:
         raise fail("sample rate is zero")
+    if not MIN_RATE <= rate <= MAX_RATE:
+        # a 1 Hz header would turn each byte into 16,000 output samples: refuse, don't resample
+        raise fail(f"sample rate {rate} Hz is outside {MIN_RATE}..{MAX_RATE} Hz")
     if block_align != channels * sample_format.width:
         raise fail(f"block align {block_align} does not match {channels} channels of {bits}-bit samples")
     return rate, channels, sample_format

@@ -158,6 +158,19 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: %(default)s)")
     b.set_defaults(func=_soak)
 
+    b = bsub.add_parser("fuzz", help="generated inputs: MQTT payloads on every topic, mutated files; failures found",
+                        description="Hypothesis-generated inputs (seeded) against every outside door: payloads on every"
+                        " topic the daemon subscribes to, through a real mosquitto into a running daemon, and mutated"
+                        " configs, WAVs, templates, token tables and voice configs through voiced's loaders. Needs the"
+                        " test extra (hypothesis). Prints outcomes per kind; failures_total is the goal's 0.")
+    b.add_argument("--speech", type=Path, default=None, metavar="DIR", help="../shared/speech (real WAVs to mutate)")
+    b.add_argument("--models", type=Path, default=None, metavar="DIR", help="../shared/models (wake word topics)")
+    b.add_argument("--voice", type=Path, default=None, metavar="VOICE.onnx", help="Piper voice (tts/say, playBytes)")
+    b.add_argument("--mqtt-count", type=int, default=10_000, help="payloads in total (default: %(default)s)")
+    b.add_argument("--files-count", type=int, default=2_000, help="cases per file kind (default: %(default)s)")
+    b.add_argument("--seed", type=int, default=0)
+    b.set_defaults(func=_fuzz)
+
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
@@ -245,6 +258,12 @@ def _soak(args: argparse.Namespace) -> int:
     from voiced.bench.soak import bench_soak
 
     return _print(bench_soak(args.asr_model, args.speech, args.hours, args.sample_s))
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from voiced.bench.fuzz import bench_fuzz
+
+    return _print(bench_fuzz(args.speech, args.models, args.voice, args.mqtt_count, args.files_count, args.seed))
 
 
 def _cloud(args: argparse.Namespace) -> int:

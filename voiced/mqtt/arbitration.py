@@ -39,8 +39,10 @@ def parse_claim(payload: bytes) -> Claim:
         data = json.loads(payload)
         claim = Claim(site_id=data["siteId"], wake_word=data["wakewordId"], score=float(data["score"]),
                       snr_db=float(data["snrDb"]), session_id=str(data.get("sessionId", "")))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise MalformedMessage(f"arbitration claim: {exc}") from exc
+    except RecursionError:
+        raise MalformedMessage("arbitration claim: nested too deeply") from None
     if not isinstance(claim.site_id, str) or not isinstance(claim.wake_word, str):
         raise MalformedMessage("arbitration claim: siteId and wakewordId must be strings")
     return claim

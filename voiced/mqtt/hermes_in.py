@@ -96,6 +96,8 @@ class _Reader:
             raise MalformedMessage("payload is not UTF-8") from None
         except ValueError as exc:
             raise MalformedMessage(f"payload is not JSON: {exc}") from None
+        except RecursionError:  # [[[[… deep enough to exhaust the parser's stack (found by fuzzing)
+            raise MalformedMessage("payload is nested too deeply") from None
         if not isinstance(obj, dict):
             raise MalformedMessage(f"payload is a JSON {type(obj).__name__}, not an object")
         self.obj: dict[str, Any] = obj

@@ -1,0 +1,23 @@
+"""Generated payloads on every topic the daemon subscribes to, through a real mosquitto (a seeded
+slice of ``voiced bench fuzz``, which sends 10,000): the daemon counts the malformed ones, keeps
+every stage healthy and still answers a valid query correctly."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mqtt.conftest import MOSQUITTO
+from tests.tts.test_real_voice import joe_voice_path
+from voiced.bench.fuzz import fuzz_mqtt
+
+
+@pytest.mark.shared
+def test_generated_payloads_on_every_topic_are_counted_and_survived(models) -> None:
+    if MOSQUITTO is None:
+        pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
+    figures = fuzz_mqtt(400, run_seed=99, models=models, voice=joe_voice_path())
+    assert figures["payloads"] == 400 and figures["topics"] >= 11
+    assert figures["final_query_answered"], figures
+    assert figures["stages_healthy"] and figures["handler_errors"] == 0, figures
+    assert figures["malformed_counted"] > 50, figures  # most generated payloads are not valid messages
+    assert figures["rss_mb_after"] - figures["rss_mb_before"] < 100, figures
