@@ -52,3 +52,14 @@ def test_a_wav_claiming_65535_channels_is_refused(tmp_path) -> None:
     path.write_bytes(wav_header(16_000, 65_535, 8, 1, 200_000) + bytes(200_000))  # 8-bit: block align 65,535 fits
     with pytest.raises(AudioError, match="wide.wav: 65535 channels; at most 32"):
         load_wav(path)
+
+
+def test_text_with_control_characters_is_spoken_not_a_crash_of_the_speak_stage() -> None:
+    # a NUL in hermes/tts/say text raised ValueError inside espeak-ng's bridge and restarted the
+    # speak stage (found by the MQTT fuzzer); control characters and lone surrogates now read as spaces
+    from tests.tts.test_real_voice import joe_voice_path
+    from voiced.tts import PiperVoice
+
+    voice = PiperVoice.load(joe_voice_path())
+    chunks = list(voice.synthesize("Turn on\x00 the light\ud800.\x07"))
+    assert chunks and sum(len(c.samples) for c in chunks) > 5000

@@ -193,19 +193,20 @@ def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path
 # -- MQTT ----------------------------------------------------------------------------------------
 
 
-def _rss_mb() -> float:
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+def _rss_mb(pid: int) -> float:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]) / 1024
 
 
 def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) -> dict[str, Any]:
-    """``n`` payloads over every subscribed topic into a running daemon; then a valid query must be answered."""
+    """``n`` payloads over every subscribed topic into ``voiced run`` (its own process, so its RSS is its
+    own); then a valid query must be answered, and its stats must show the malformed ones counted."""
+    import subprocess
+
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
     from voiced.bench.mqtt import _Broker
-    from voiced.config import Config
-    from voiced.pipeline import Daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -213,20 +214,26 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
         (work / "intents.yaml").write_text(
             "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
             "lists:\n  name:\n    values: ['kitchen light']\n")
-        raw: dict[str, Any] = {
-            "intents": {"templates": [str(work / "intents.yaml")]},
-            "mqtt": {"host": "127.0.0.1", "port": broker.port, "client_id": "fuzz-daemon"},
-            "daemon": {"state_dir": str(work / "state")}, "playback": {"device": "null"},
-        }
-        if models is not None:
-            raw["wake"] = {"directory": str(models / "openwakeword"), "models": ["alexa_v0.1"],
-                           "arbitration_group": "fuzz"}
-        if voice is not None:
-            raw["tts"] = {"voice": str(voice), "max_text_chars": 200, "max_pending": 4}
-        daemon = Daemon(Config.from_dict(raw))
-        daemon.start()
-        assert daemon.client.wait_connected(10)
-        answers: list[tuple[str, dict[str, Any]]] = []
+        wake = (f'[wake]\ndirectory = "{models / "openwakeword"}"\nmodels = ["alexa_v0.1"]\narbitration_group = "fuzz"\n'
+                if models is not None else "")
+        tts = f'[tts]\nvoice = "{voice}"\nmax_text_chars = 200\nmax_pending = 4\n' if voice is not None else ""
+        (work / "voiced.toml").write_text(f"""[intents]
+templates = ["{work / 'intents.yaml'}"]
+[mqtt]
+host = "127.0.0.1"
+port = {broker.port}
+client_id = "fuzz-daemon"
+[daemon]
+state_dir = "{work / 'state'}"
+stats_interval_s = 0.5
+[playback]
+device = "null"
+{wake}{tts}""")
+        log = open(work / "voiced.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(work / "voiced.toml")],
+                                stdout=log, stderr=subprocess.STDOUT)
+        answers: list[str] = []
+        stats: dict[str, Any] = {}
         got = threading.Event()
 
         def on_message(client: Any, userdata: Any, msg: Any) -> None:
@@ -234,21 +241,26 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
                 payload = json.loads(msg.payload)
             except ValueError:
                 return
-            if isinstance(payload, dict) and payload.get("id") == "fuzz-final":
-                answers.append((msg.topic, payload))
+            if msg.topic == "voiced/default/stats":
+                stats.clear()
+                stats.update(payload)
+            elif isinstance(payload, dict) and payload.get("id") == "fuzz-final":
+                answers.append(msg.topic)
                 got.set()
 
         listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fuzz-listener")
         listener.on_message = on_message
         listener.connect("127.0.0.1", broker.port)
-        listener.subscribe([("hermes/intent/#", 1), ("hermes/nlu/intentNotRecognized", 1)])
+        listener.subscribe([("hermes/intent/#", 1), ("hermes/nlu/intentNotRecognized", 1), ("voiced/default/stats", 1)])
         listener.loop_start()
         sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fuzz-sender")
         sender.connect("127.0.0.1", broker.port)
         sender.loop_start()
-        time.sleep(0.5)
-        topics = mqtt_topics(daemon.config.site.id)
-        rss_before = _rss_mb()
+        deadline = time.monotonic() + 120
+        while not stats and time.monotonic() < deadline:  # running, subscribed, models loaded
+            time.sleep(0.2)
+        topics = mqtt_topics("default")
+        rss_before = _rss_mb(proc.pid)
         sent = {"n": 0}
         t0 = time.monotonic()
 
@@ -262,22 +274,31 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
         one()
         sender.publish("hermes/nlu/query", json.dumps({"input": "turn on the kitchen light", "siteId": "default",
                                                        "id": "fuzz-final"}), qos=1)
-        answered = got.wait(60)
+        answered = got.wait(120)
         elapsed = time.monotonic() - t0
-        rss_after = _rss_mb()
-        stats = daemon.stats()
-        alive = all(not i.stalled and i.failures == 0 for i in daemon.supervisor.stages())
-        daemon.stop(timeout=3)
+        time.sleep(1.5)  # a fresh stats message
+        rss_after = _rss_mb(proc.pid)
+        alive = proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
         sender.loop_stop()
         listener.loop_stop()
         broker.close()
+    stages = stats.get("stages", {})
+    mqtt_stats = stats.get("mqtt", {})
     return {
-        "payloads": sent["n"], "topics": len(topics), "seconds": round(elapsed, 1),
-        "final_query_answered": answered and bool(answers) and answers[0][0] == "hermes/intent/HassTurnOn",
-        "malformed_counted": stats["mqtt"].get("malformed", 0),
-        "dropped_oversized": stats["mqtt"].get("dropped_oversized", 0),
-        "handler_errors": stats["mqtt"].get("handler_errors", 0),
-        "stages_healthy": alive, "rss_mb_before": round(rss_before, 1), "rss_mb_after": round(rss_after, 1),
+        "payloads": sent["n"], "topics": len(topics), "seconds": round(elapsed, 1), "process_alive": alive,
+        "final_query_answered": answered and answers[:1] == ["hermes/intent/HassTurnOn"],
+        "malformed_counted": mqtt_stats.get("malformed", 0), "dropped_oversized": mqtt_stats.get("dropped_oversized", 0),
+        "handler_errors": mqtt_stats.get("handler_errors", 0),
+        "stage_failures": sum(s.get("failures", 0) for s in stages.values()),
+        "stages_stalled": [name for name, s in stages.items() if s.get("stalled")],
+        "counters": stats.get("counters", {}),
+        "daemon_rss_mb_before": round(rss_before, 1), "daemon_rss_mb_after": round(rss_after, 1),
     }
 
 

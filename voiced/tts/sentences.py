@@ -8,6 +8,8 @@ call stays bounded in time and memory and a run-on sentence still starts playing
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,7 +47,12 @@ def check_text(text: object, max_chars: int) -> str:
         raise TextError("text is empty")
     if len(text) > max_chars:
         raise TextError(f"text is {len(text)} characters long; the limit is {max_chars} (max_text_chars)")
-    return text
+    # control characters (a NUL crashed espeak-ng's bridge: found by fuzzing) and lone surrogates
+    # (which cannot be encoded for it) are read as spaces
+    return _CONTROL.sub(" ", text)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def split_long(phonemes: Sequence[str], limit: int) -> list[list[str]]:
