@@ -119,6 +119,12 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--negative", type=Path, nargs="*", default=[], metavar="WAV", help="speech without one")
     b.add_argument("--threshold", type=float, default=0.5, help="default threshold (default: %(default)s)")
     b.add_argument("--cpu-seconds", type=float, default=300.0, help="audio used for the CPU figures")
+    b.add_argument("--generated-hours", type=float, default=0.0, metavar="H",
+                   help="also: H hours of a Piper voice reading public-domain text and Home Assistant commands"
+                   " (no wake word): false accepts per hour per head and threshold, score distribution")
+    b.add_argument("--voice", type=Path, default=None, metavar="VOICE.onnx", help="Piper voice for --generated-hours")
+    b.add_argument("--speech", type=Path, default=None, metavar="DIR", help="../shared/speech (the public-domain texts)")
+    b.add_argument("--cache", type=Path, default=None, metavar="DIR", help="keep the generated audio here")
     b.set_defaults(func=_wake)
 
     b = bsub.add_parser("wyoming", help="Wyoming round trip vs the same work done directly",
@@ -183,8 +189,16 @@ def add_bench_parser(sub: Any) -> None:
 def _wake(args: argparse.Namespace) -> int:
     from voiced.bench.wake import bench_wake
 
-    return _print(bench_wake(args.models, args.positive, args.negative, args.threshold,
-                             cpu_seconds=args.cpu_seconds))
+    report = bench_wake(args.models, args.positive, args.negative, args.threshold, cpu_seconds=args.cpu_seconds)
+    if args.generated_hours > 0:
+        from voiced.bench.wake import FOUR_HEADS
+        from voiced.bench.wake_negatives import generated_negatives, score_negatives
+
+        if args.voice is None or args.speech is None:
+            raise SystemExit("voiced bench wake: --generated-hours needs --voice and --speech")
+        audio, info = generated_negatives(args.voice, args.speech, args.generated_hours, args.cache)
+        report["generated_negatives"] = {**info, **score_negatives(args.models, FOUR_HEADS, audio)}
+    return _print(report)
 
 
 def _asr(args: argparse.Namespace) -> int:
