@@ -208,6 +208,8 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
 
     from voiced.bench.mqtt import _Broker
 
+    models = models.resolve() if models is not None else None  # the config file lives elsewhere
+    voice = voice.resolve() if voice is not None else None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = _Broker(work)
@@ -258,9 +260,14 @@ device = "null"
         sender.loop_start()
         deadline = time.monotonic() + 120
         while not stats and time.monotonic() < deadline:  # running, subscribed, models loaded
+            if proc.poll() is not None:
+                log.close()
+                raise RuntimeError(f"voiced run exited ({proc.returncode}): "
+                                   f"{(work / 'voiced.log').read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
         topics = mqtt_topics("default")
         rss_before = _rss_mb(proc.pid)
+        rss: list[float] = []  # the daemon's RSS after each fifth of the payloads: bounded or growing?
         sent = {"n": 0}
         t0 = time.monotonic()
 
@@ -270,6 +277,8 @@ device = "null"
         def one(topic: str, payload: bytes) -> None:
             sender.publish(topic, payload, qos=1).wait_for_publish(10)
             sent["n"] += 1
+            if sent["n"] % max(1, n // 5) == 0:
+                rss.append(round(_rss_mb(proc.pid), 1))
 
         one()
         sender.publish("hermes/nlu/query", json.dumps({"input": "turn on the kitchen light", "siteId": "default",
@@ -298,7 +307,8 @@ device = "null"
         "stage_failures": sum(s.get("failures", 0) for s in stages.values()),
         "stages_stalled": [name for name, s in stages.items() if s.get("stalled")],
         "counters": stats.get("counters", {}),
-        "daemon_rss_mb_before": round(rss_before, 1), "daemon_rss_mb_after": round(rss_after, 1),
+        "daemon_rss_mb_before": round(rss_before, 1), "daemon_rss_mb_each_fifth": rss,
+        "daemon_rss_mb_after": round(rss_after, 1),
     }
 
 
