@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import pytest
 
-from voiced.bench.fuzz import FILE_KINDS, fuzz_files
+from voiced.bench.fuzz import FILE_KINDS, MODEL_KINDS, fuzz_files
 from voiced.bench.fuzz_files import Outcome, load_intents, load_wav, wav_header
 from voiced.errors import AudioError, ConfigError
 
 
 @pytest.mark.parametrize("kind", sorted(FILE_KINDS))
 def test_mutated_files_load_or_fail_clearly(kind: str, tmp_path, request) -> None:
+    """Models: truncated, byte-flipped, another role's real model (Silero given a wake head …)."""
     speech = request.getfixturevalue("speech") if kind == "wav" and _shared() else None
-    tally = fuzz_files(kind, 80, tmp_path, run_seed=1234, speech=speech, strict=True)
-    assert sum(tally.counts.values()) == 80
+    models = request.getfixturevalue("models") if kind in MODEL_KINDS else None  # skips without ../shared
+    n = 30 if kind in MODEL_KINDS else 80
+    tally = fuzz_files(kind, n, tmp_path, run_seed=1234, speech=speech, strict=True, models=models)
+    assert sum(tally.counts.values()) == n
     assert tally.counts.get(Outcome.CLEAR_ERROR.value, 0) > 0  # the mutations do reach the checks
 
 

@@ -31,14 +31,16 @@ from voiced.bench.fuzz_files import (
     config_text,
     load_config,
     load_intents,
+    load_silero,
     load_tokens,
     load_voice_config,
+    load_wake_head,
     load_wav,
     mutate_bytes,
     wav_header,
 )
 
-__all__ = ["FILE_KINDS", "MQTT_TOPICS", "bench_fuzz", "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
+__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "bench_fuzz", "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
 
 CASE_TIMEOUT_S = 20
 
@@ -93,10 +95,21 @@ def _config_mutation() -> st.SearchStrategy[tuple[str, str, Any]]:
         st.just(sk[0][0]), st.just(sk[0][1]), weird)), unknown)
 
 
-def file_cases(kind: str, speech: Path | None = None) -> st.SearchStrategy[bytes]:
+def file_cases(kind: str, speech: Path | None = None, models: Path | None = None) -> st.SearchStrategy[bytes]:
     """Bytes of one mutated file of ``kind``."""
     edits = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6)
     cuts = st.none() | st.integers(0, 400)
+    if kind in ("silero", "wake_head"):
+        if models is None:
+            raise ValueError(f"fuzzing {kind} needs the real models (--models)")
+        oww = models / "openwakeword"
+        own = (models / "silero_vad_v5" / "silero_vad.onnx" if kind == "silero" else oww / "alexa_v0.1.onnx").read_bytes()
+        others = [p.read_bytes() for p in (oww / "melspectrogram.onnx", oww / "hey_mycroft_v0.1.onnx",
+                                           models / "silero_vad_v5" / "silero_vad.onnx") if p.read_bytes() != own]
+        far = st.lists(st.tuples(st.integers(0, len(own) - 1), st.integers(0, 255)), min_size=1, max_size=40)
+        return (st.tuples(far, st.none() | st.integers(0, len(own))).map(lambda e: mutate_bytes(own, e[0], e[1]))
+                | st.sampled_from(others)  # a real model of another role
+                | st.binary(max_size=500))
     if kind == "config":
         def render(m: tuple[str, str, Any]) -> bytes:
             config = {s: dict(k) for s, k in VALID_CONFIG.items()}
@@ -149,7 +162,10 @@ def file_cases(kind: str, speech: Path | None = None) -> st.SearchStrategy[bytes
 FILE_KINDS: dict[str, tuple[str, Callable[[Path], object]]] = {
     "config": ("voiced.toml", load_config), "wav": ("case.wav", load_wav), "intents": ("intents.yaml", load_intents),
     "tokens": ("tokens.txt", load_tokens), "voice_config": ("voice.onnx.json", load_voice_config),
+    "silero": ("silero_vad.onnx", load_silero), "wake_head": ("alexa_v0.1.onnx", load_wake_head),
 }
+MODEL_KINDS = ("silero", "wake_head")
+"""Kinds that need ../shared/models."""
 
 
 class _Timeout(Exception):
@@ -161,16 +177,20 @@ def _alarm(*_: object) -> None:
 
 
 def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path | None = None,
-               strict: bool = False) -> Tally:
+               strict: bool = False, models: Path | None = None) -> Tally:
     """``n`` cases of ``kind``; ``strict`` raises on the first failure (Hypothesis then shrinks it)."""
     name, load = FILE_KINDS[kind]
     tally = Tally()
     path = workdir / name
     config_keys = tuple(f"{s}.{k}" for s, keys in VALID_CONFIG.items() for k in keys) + tuple(VALID_CONFIG)
 
+    if kind == "wake_head" and models is not None:  # the front end beside the mutated head, as in a real folder
+        for front in ("melspectrogram.onnx", "embedding_model.onnx"):
+            (workdir / front).write_bytes((models / "openwakeword" / front).read_bytes())
+
     @seed(run_seed)
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(file_cases(kind, speech))
+    @given(file_cases(kind, speech, models))
     def one(data: bytes) -> None:
         path.write_bytes(data)
         previous = signal.signal(signal.SIGALRM, _alarm)
@@ -317,8 +337,10 @@ def bench_fuzz(speech: Path | None, models: Path | None, voice: Path | None, mqt
     results: dict[str, Any] = {"seed": run_seed}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in FILE_KINDS:
+            if kind in MODEL_KINDS and models is None:
+                continue
             t0 = time.monotonic()
-            tally = fuzz_files(kind, file_count, Path(tmp), run_seed, speech)
+            tally = fuzz_files(kind, file_count, Path(tmp), run_seed, speech, models=models)
             results[kind] = {**tally.counts, "seconds": round(time.monotonic() - t0, 1), "failures": tally.failures}
             print(json.dumps({kind: tally.counts}), file=sys.stderr, flush=True)
     results["mqtt"] = fuzz_mqtt(mqtt_count, run_seed, models, voice)

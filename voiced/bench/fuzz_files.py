@@ -20,8 +20,8 @@ from typing import Any
 
 from voiced.errors import VoicedError
 
-__all__ = ["Outcome", "Tally", "check", "load_config", "load_intents", "load_tokens", "load_voice_config",
-           "load_wav", "mutate_bytes", "wav_header"]
+__all__ = ["Outcome", "Tally", "check", "load_config", "load_intents", "load_silero", "load_tokens",
+           "load_voice_config", "load_wake_head", "load_wav", "mutate_bytes", "wav_header"]
 
 
 class Outcome(Enum):
@@ -91,6 +91,22 @@ def load_intents(path: Path) -> object:
 
     recognizer = IntentRecognizer.from_section(IntentsSection(templates=(str(path),)), "fuzz.toml")
     return recognizer.recognize("turn on the kitchen light")
+
+
+def load_silero(path: Path) -> object:
+    from voiced.vad import SileroVad
+
+    return SileroVad.load(path)
+
+
+def load_wake_head(path: Path) -> object:
+    """A head beside the real front end, as ``[wake] models`` loads it; then scored on a second of audio."""
+    import numpy as np
+
+    from voiced.wake import WakeDetector, WakeModel
+
+    detector = WakeDetector(WakeModel.load(path.parent, [path.stem]))
+    return list(detector.create_stream().accept_waveform(np.zeros(16_000, np.float32)))
 
 
 def load_tokens(path: Path) -> object:
