@@ -29,6 +29,7 @@ def test_broker_kills_stalls_a_full_disk_and_daemon_kills_lose_nothing(tmp_path,
             continue
         assert result["faults"] >= 1, (phase, result)
         assert result["produced"] >= 2, (phase, result)  # real transcripts went through the fault
+        assert result["outbox_left"] == 0, (phase, result)  # the daemon delivered all it had
         assert result["lost"] == 0 and result["delivered"] >= result["produced"], (phase, result)
     if os.geteuid() == 0:
         assert figures["disk_full"]["outbox_write_errors"] >= 1  # the disk really was full

@@ -5,7 +5,11 @@ transcript (``hermes/asr/textCaptured``, one ``sessionId`` each) through its out
 recorder with a persistent session (QoS 1) collects them from a mosquitto that keeps its
 state on disk. One phase per fault, each a fresh run on the same state directory:
 
-- ``broker_restarts``: mosquitto killed (SIGKILL or SIGTERM, alternately) and restarted;
+- ``broker_restarts``: mosquitto stopped (SIGTERM: it finishes the packet at hand and saves its state)
+  and restarted;
+- ``broker_crashes``: mosquitto killed (SIGKILL) and restarted (it saves its state after every change
+  here; a broker that acknowledged a message and crashed before saving it would lose it: QoS 1 makes
+  the broker responsible from its PUBACK on);
 - ``broker_stalls``: mosquitto frozen (SIGSTOP) for seconds, then SIGCONT;
 - ``disk_full``: the outbox's file system (a small tmpfs; needs root) filled to the last block, then freed;
 - ``daemon_kills``: the daemon SIGKILLed mid-run and restarted on the same state directory; what its
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -38,7 +43,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 __all__ = ["PHASES", "bench_chaos"]
 
-PHASES = ("broker_restarts", "broker_stalls", "disk_full", "daemon_kills")
+PHASES = ("broker_restarts", "broker_crashes", "broker_stalls", "disk_full", "daemon_kills")
 SITE = "chaos"
 TEXT_TOPIC = "hermes/asr/textCaptured"
 
@@ -54,7 +59,8 @@ class _Mosquitto:
         self.conf = work / "mosquitto.conf"
         self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
                              f"persistence true\npersistence_location {work}/\nautosave_interval 1\n"
-                             "autosave_on_changes true\n")
+                             # as root mosquitto would switch to its own user, who cannot write here
+                             f"autosave_on_changes true\nuser {pwd.getpwuid(os.geteuid()).pw_name}\n")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -232,8 +238,8 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
     killed_delivered: set[str] = set()
     for at in times:
         time.sleep(max(0.0, t0 + at - time.monotonic()))
-        if kind == "broker_restarts":
-            sig = signal.SIGKILL if len(events) % 2 == 0 else signal.SIGTERM
+        if kind in ("broker_restarts", "broker_crashes"):
+            sig = signal.SIGKILL if kind == "broker_crashes" else signal.SIGTERM
             down = rng.uniform(0.3, 2.5)
             broker.stop(sig)
             time.sleep(down)
@@ -273,6 +279,7 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
         "produced": committed, "delivered": len(delivered),
         "duplicated": len(sessions) - len(delivered),
         "lost": len(pending - delivered) + max(0, produced_last - len(last_run)),
+        "outbox_left": stats.get("mqtt", {}).get("queued", None),
         "outbox_write_errors": stats.get("mqtt", {}).get("write_errors", 0),
         "reconnects": stats.get("mqtt", {}).get("reconnects", 0),
     }

