@@ -18,7 +18,7 @@ import numpy as np
 from voiced.audio.frames import SAMPLE_RATE, Windower
 from voiced.bench.common import measure_process
 
-__all__ = ["bench_asr"]
+__all__ = ["bench_asr", "bench_asr_long"]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -35,9 +35,10 @@ def _read(files: Sequence[Path]) -> list[np.ndarray]:
     return out
 
 
-def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frames: int) -> dict[str, float]:
+def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frames: int,
+                    per_window: list[float] | None = None) -> dict[str, float]:
     """Per-window timing of one engine fed window by window, as the live loop feeds it."""
-    per_window: list[float] = []
+    per_window = per_window if per_window is not None else []
     first_partial: list[float] = []
     final_delay: list[float] = []
     total = 0.0
@@ -72,7 +73,8 @@ def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frame
     }
 
 
-def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int) -> dict[str, float]:
+def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int,
+                   per_window: list[float] | None = None) -> dict[str, float]:
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
 
     rec = Recognizer.load(model_dir, RecognizerConfig(threads=threads))
@@ -87,7 +89,7 @@ def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], windo
         rec.finish(stream)
         stream.reset()
 
-    return _stream_figures(window, finish, audio, window_frames)
+    return _stream_figures(window, finish, audio, window_frames, per_window)
 
 
 def _sherpa_stream(files, threads: int, audio: list[np.ndarray], window_frames: int, tail_ms: int) -> dict[str, float]:
@@ -152,3 +154,46 @@ def bench_asr(model_dir: Path, files: Sequence[Path], threads: int = 1, referenc
         report["sherpa_onnx"] = "not installed (pip install sherpa-onnx sherpa-onnx-bin)"
     report["bench_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report
+
+
+def bench_asr_long(model_dir: Path, files: Sequence[Path], threads: int = 1, runs: int = 3,
+                   window_frames: int = 10, tail_padding_ms: int = 800) -> dict[str, object]:
+    """One long stream (the files joined): whole-process CPU of ``voiced transcribe --vad none`` and of
+    sherpa-onnx's C++ binary, alternately ``runs`` times (ratio of medians and median of ratios), and
+    voiced's per-window time in the first and the last minute of the stream."""
+    import tempfile
+
+    from voiced.asr.model import ModelFiles
+    from voiced.audio.wav import write_wav
+    from voiced.bench.common import median
+
+    model_files = ModelFiles.find(model_dir)
+    audio = np.concatenate(_read(files))
+    with tempfile.TemporaryDirectory() as tmp:
+        long = Path(tmp) / "long.wav"
+        write_wav(long, audio[:, None], SAMPLE_RATE)
+        exe = shutil.which("sherpa-onnx") or str(Path(sys.executable).with_name("sherpa-onnx"))
+        ours_cmd = [sys.executable, "-m", "voiced.cli", "transcribe", "--vad", "none", "--threads", str(threads),
+                    "--tail-padding-ms", str(tail_padding_ms), "--asr-model", str(model_dir), str(long)]
+        ref_cmd = [exe, f"--tokens={model_files.tokens}", f"--encoder={model_files.encoder}",
+                   f"--decoder={model_files.decoder}", f"--joiner={model_files.joiner}",
+                   f"--num-threads={threads}", "--decoding-method=greedy_search", str(long)]
+        ours, ref = [], []
+        for _ in range(runs):
+            ours.append(measure_process(ours_cmd)["cpu_s"])
+            ref.append(measure_process(ref_cmd)["cpu_s"])
+    per_window: list[float] = []
+    stream = _voiced_stream(model_dir, threads, [audio], window_frames, per_window)
+    per_minute = int(60 * 10 / window_frames)
+    first, last = per_window[:per_minute], per_window[-per_minute - 1:-1]
+    return {
+        "model": str(model_dir), "encoder": model_files.encoder.name, "audio_s": round(len(audio) / SAMPLE_RATE, 1),
+        "threads": threads, "runs": runs,
+        "voiced_cpu_s": ours, "sherpa_onnx_cpu_s": ref,
+        "ratio_of_medians": round(median(ours) / median(ref), 3),
+        "median_of_ratios": round(median([a / b for a, b in zip(ours, ref)]), 3),
+        "window_ms_mean_first_minute": round(float(np.mean(first)) * 1000, 3),
+        "window_ms_mean_last_minute": round(float(np.mean(last)) * 1000, 3),
+        "last_over_first": round(float(np.mean(last)) / float(np.mean(first)), 3),
+        "stream": stream,
+    }
