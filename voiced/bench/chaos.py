@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import random
-import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -41,48 +38,13 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from voiced.bench.broker import Mosquitto
+
 __all__ = ["PHASES", "bench_chaos"]
 
 PHASES = ("broker_restarts", "broker_crashes", "broker_stalls", "disk_full", "daemon_kills")
 SITE = "chaos"
 TEXT_TOPIC = "hermes/asr/textCaptured"
-
-
-class _Mosquitto:
-    """mosquitto on a fixed port with its state on disk (subscriptions and queued messages survive)."""
-
-    def __init__(self, work: Path) -> None:
-        self.exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.conf = work / "mosquitto.conf"
-        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
-                             f"persistence true\npersistence_location {work}/\nautosave_interval 1\n"
-                             # as root mosquitto would switch to its own user, who cannot write here
-                             f"autosave_on_changes true\nuser {pwd.getpwuid(os.geteuid()).pw_name}\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([self.exe, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("mosquitto did not start")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(sig)
-            self.proc.wait(10)
-            self.proc = None
-
-    def signal(self, sig: int) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(sig)
 
 
 class _Recorder:
@@ -227,7 +189,7 @@ def _fill(path: Path) -> Path:
     return ballast
 
 
-def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run, broker: _Mosquitto,
+def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run, broker: Mosquitto,
            rec: _Recorder, audio: Path) -> dict[str, Any]:
     before = set(rec.snapshot()[0])
     events: list[dict[str, Any]] = []
@@ -302,8 +264,7 @@ def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, se
         state = work / "state"
         small = os.geteuid() == 0 and _mount_small(state)
         try:
-            broker = _Mosquitto(work)
-            broker.start()
+            broker = Mosquitto(work, persistent=True)
             rec = _Recorder(broker.port)
             audio = _speech(speech, seconds, work)
             run = _Run(work, state, broker.port, asr_model, vad_model)

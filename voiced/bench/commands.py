@@ -163,7 +163,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     pick = lambda idx: ([refs[i] for i in idx], [wanted[i] for i in idx])  # noqa: E731
     test_refs, test_wanted = pick(test)
     report: dict[str, object] = {
-        "commands": len(commands), "dev": len(dev), "test": len(test), "seed": seed,
+        "commands": len(commands), "dev": len(dev), "test_split": len(test), "seed": seed,
         "space_build_s": round(build_s, 2), "space_states": space.state_count,
         "dev_wer_by_margin": sweep, "margin_chosen_on_dev": margin,
         "test": {

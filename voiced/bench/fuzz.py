@@ -226,13 +226,13 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from voiced.bench.mqtt import _Broker
+    from voiced.bench.broker import Mosquitto
 
     models = models.resolve() if models is not None else None  # the config file lives elsewhere
     voice = voice.resolve() if voice is not None else None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        broker = _Broker(work)
+        broker = Mosquitto(work)
         (work / "intents.yaml").write_text(
             "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
             "lists:\n  name:\n    values: ['kitchen light']\n")

@@ -8,9 +8,6 @@ through the daemon paced to the clock, and times each utterance from the end of 
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -21,29 +18,9 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from voiced.bench.broker import Mosquitto
+
 __all__ = ["bench_mqtt"]
-
-
-class _Broker:
-    def __init__(self, workdir: Path) -> None:
-        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        conf = workdir / "mosquitto.conf"
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n")
-        self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("mosquitto did not start")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
 
 
 class _Listener:
@@ -182,7 +159,7 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
     report: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        broker = _Broker(work)
+        broker = Mosquitto(work)
         listener = _Listener(broker.port)
         try:
             if files:

@@ -131,14 +131,14 @@ class _Counter:
 def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: float = 30.0,
                queries_per_s: float = 2.0, warmup_fraction: float = 0.1) -> dict[str, Any]:
     from voiced.audio.wav import read_wav
-    from voiced.bench.mqtt import _Broker
+    from voiced.bench.broker import Mosquitto
     from voiced.config import Config
     from voiced.pipeline import Daemon
 
     clips = [read_wav(p)[0][:, 0] for p in sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        broker = _Broker(work)
+        broker = Mosquitto(work)
         (work / "intents.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
                                            "      - sentences: ['turn on [the] {name}']\n"
                                            "lists:\n  name:\n    values: ['kitchen light', 'porch light']\n")
