@@ -12,8 +12,9 @@ state on disk. One phase per fault, each a fresh run on the same state directory
   the broker responsible from its PUBACK on);
 - ``broker_stalls``: mosquitto frozen (SIGSTOP) for seconds, then SIGCONT;
 - ``disk_full``: the outbox's file system (a small tmpfs; needs root) filled to the last block, then freed;
-- ``daemon_kills``: the daemon SIGKILLed mid-run and restarted on the same state directory; what its
-  outbox held at the kill (committed, not yet acknowledged) must arrive after the restart.
+- ``daemon_kills``: the broker stopped for a few seconds, the daemon SIGKILLed meanwhile and restarted
+  on the same state directory; what its outbox held at the kill (committed, not yet acknowledged)
+  must arrive after the restart.
 
 Per phase: produced (the daemon's ``transcripts`` counter; for killed runs what they committed),
 delivered (distinct sessionIds), duplicated (QoS 1 is at least once) and lost (goal: 0).
@@ -220,6 +221,9 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
             ballast.unlink()
             events.append({"at_s": round(at, 1), "full_s": round(full, 2)})
         elif kind == "daemon_kills":
+            # the broker away first, so the outbox holds transcripts when the daemon dies
+            broker.stop(signal.SIGTERM)
+            time.sleep(rng.uniform(2.0, 5.0))
             proc.kill()
             proc.wait(10)
             time.sleep(0.5)  # what the broker had already forwarded reaches the recorder
@@ -227,6 +231,7 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
             held = _pending_sessions(run.state / "outbox.sqlite3")
             pending |= held
             events.append({"at_s": round(at, 1), "outbox_held": len(held)})
+            broker.start()
             proc = run.start(audio)  # the same file again: a fresh run on the same state directory
             t0 = time.monotonic()
     stats = _wait_done(rec, _duration(audio), timeout=seconds + 120)
