@@ -71,8 +71,16 @@ class AudioSection:
     def __post_init__(self) -> None:
         if not 1 <= self.window_frames <= 100:
             raise ConfigError("window_frames", f"must be within 1..100, got {self.window_frames}")
-        if self.queue_windows < 1:
-            raise ConfigError("queue_windows", f"must be at least 1, got {self.queue_windows}")
+        if not 1 <= self.queue_windows <= 100_000:
+            raise ConfigError("queue_windows", f"must be within 1..100000, got {self.queue_windows}")
+        if not 1 <= self.channels <= 32:
+            raise ConfigError("channels", f"must be within 1..32, got {self.channels}")
+        if self.channel is not None and not 0 <= self.channel < 32:
+            raise ConfigError("channel", f"must be within 0..31 (counted from 0), got {self.channel}")
+        for key in ("capture_rate", "fallback_rate"):  # the rates a WAV source accepts too
+            rate = getattr(self, key)
+            if not 1_000 <= rate <= 768_000:
+                raise ConfigError(key, f"must be within 1000..768000 Hz, got {rate}")
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,14 @@ class AsrSection:
     far. 0: final results only. Transducers give partials every window anyway."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.max_active_paths <= 64:
+            raise ConfigError("max_active_paths", f"must be within 1..64, got {self.max_active_paths}")
+        if not 0 <= self.hotword_boost <= 100:
+            raise ConfigError("hotword_boost", f"must be within 0..100, got {self.hotword_boost}")
+        if not 0 <= self.tail_padding_ms <= 10_000:
+            raise ConfigError("tail_padding_ms", f"must be within 0..10000, got {self.tail_padding_ms}")
+        if self.threads is not None and not 1 <= self.threads <= 256:
+            raise ConfigError("threads", f"must be within 1..256, got {self.threads}")
         if not 0 <= self.max_hotwords <= 10_000:
             raise ConfigError("max_hotwords", f"must be within 0..10000, got {self.max_hotwords}")
         if not 0 <= self.template_margin <= 1000:
@@ -164,10 +180,12 @@ class WakeSection:
             raise ConfigError("arbitration_window_ms", f"must be within 10..5000, got {self.arbitration_window_ms}")
         if not 0 < self.threshold <= 1:
             raise ConfigError("threshold", f"must be within (0, 1], got {self.threshold}")
-        if self.patience < 1:
-            raise ConfigError("patience", f"must be at least 1, got {self.patience}")
+        if not 1 <= self.patience <= 1000:
+            raise ConfigError("patience", f"must be within 1..1000, got {self.patience}")
         if self.refractory_s < 0 or self.timeout_s <= 0:
             raise ConfigError("timeout_s" if self.timeout_s <= 0 else "refractory_s", "must be positive")
+        if self.refractory_s > 3600 or self.timeout_s > 3600:  # a timer that large overflows a wait
+            raise ConfigError("timeout_s" if self.timeout_s > 3600 else "refractory_s", "must be at most 3600 s")
         if self.models and self.directory is None:
             raise ConfigError("directory", "is required when models are given")
 
@@ -219,8 +237,8 @@ class DaemonSection:
     """Seconds between stats messages on voiced/<siteId>/stats."""
 
     def __post_init__(self) -> None:
-        if self.stats_interval_s <= 0:
-            raise ConfigError("stats_interval_s", f"must be > 0, got {self.stats_interval_s}")
+        if not 0 < self.stats_interval_s <= 86_400:  # larger ones overflow the wait between messages
+            raise ConfigError("stats_interval_s", f"must be within (0, 86400], got {self.stats_interval_s}")
 
     def resolved_state_dir(self) -> Path:
         if self.state_dir is not None:

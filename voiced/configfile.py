@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import tomllib
 import types
 import typing
@@ -57,6 +58,11 @@ def section_from_dict(cls: type[T], data: Mapping[str, Any], prefix: str, source
         raise ConfigError(key, exc.problem, exc.source or source) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(prefix or "config", str(exc), source) from None
+    except OSError as exc:
+        # a section's check of a file it names (a name too long for the file system, say)
+        name = str(exc.filename or "")
+        name = name if len(name) <= 120 else name[:60] + "..." + name[-40:]
+        raise ConfigError(prefix or "config", f"cannot check {name!r}: {exc.strerror}", source) from None
 
 
 def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
@@ -101,13 +107,20 @@ def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(key, f"must be a number, got {value!r}", source)
+        # TOML has nan and inf; no setting means them, and nan passes every range check
+        if not math.isfinite(value):
+            raise ConfigError(key, f"must be a finite number, got {value!r}", source)
         return float(value)
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(key, f"must be a string, got {value!r}", source)
+        if "\0" in value:  # no name, host, device or topic holds one; C libraries stop reading there
+            raise ConfigError(key, "must not contain a NUL character", source)
         return value
     if hint is Path:
         if not isinstance(value, str) or not value:
             raise ConfigError(key, f"must be a path string, got {value!r}", source)
+        if "\0" in value:
+            raise ConfigError(key, "must not contain a NUL character", source)
         return Path(value).expanduser()
     raise ConfigError(key, f"unsupported setting type {hint!r}", source)

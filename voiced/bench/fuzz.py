@@ -16,41 +16,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from voiced.bench.fuzz_files import (
-    VALID_CONFIG,
-    Outcome,
-    Tally,
-    check,
-    config_text,
-    load_config,
-    load_intents,
-    load_silero,
-    load_tokens,
-    load_voice_config,
-    load_wake_head,
-    load_wav,
-    mutate_bytes,
-    wav_header,
-)
+from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
+from voiced.bench.fuzz_files import Outcome
 
 __all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "bench_fuzz", "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
 
-CASE_TIMEOUT_S = 20
-
 # -- strategies ----------------------------------------------------------------------------------
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70) | st.floats() | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
 _KEYS = ("input", "text", "siteId", "sessionId", "id", "intentFilter", "volume", "lang", "stopOnSilence",
          "reason", "customData", "sendAudioCaptured", "wakewordId")
 _odd = st.one_of(st.just(""), st.just(-1), st.just(-1e308), st.just(float("nan")), st.just("default"),
@@ -83,131 +61,6 @@ def mqtt_topics(site: str) -> list[str]:
 
 
 MQTT_TOPICS = mqtt_topics("default")
-
-
-def _config_mutation() -> st.SearchStrategy[tuple[str, str, Any]]:
-    keys = [(s, k) for s, keys in VALID_CONFIG.items() for k in keys]
-    weird = st.one_of(json_values, st.integers(), st.floats(), st.text(max_size=20), st.booleans(),
-                      st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
-    unknown = st.tuples(st.sampled_from(list(VALID_CONFIG)), st.text(min_size=1, max_size=10).filter(
-        lambda k: all(k not in keys for keys in VALID_CONFIG.values())), weird)
-    return st.one_of(st.tuples(*[st.sampled_from(keys)]).flatmap(lambda sk: st.tuples(
-        st.just(sk[0][0]), st.just(sk[0][1]), weird)), unknown)
-
-
-def file_cases(kind: str, speech: Path | None = None, models: Path | None = None) -> st.SearchStrategy[bytes]:
-    """Bytes of one mutated file of ``kind``."""
-    edits = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6)
-    cuts = st.none() | st.integers(0, 400)
-    if kind in ("silero", "wake_head"):
-        if models is None:
-            raise ValueError(f"fuzzing {kind} needs the real models (--models)")
-        oww = models / "openwakeword"
-        own = (models / "silero_vad_v5" / "silero_vad.onnx" if kind == "silero" else oww / "alexa_v0.1.onnx").read_bytes()
-        others = [p.read_bytes() for p in (oww / "melspectrogram.onnx", oww / "hey_mycroft_v0.1.onnx",
-                                           models / "silero_vad_v5" / "silero_vad.onnx") if p.read_bytes() != own]
-        far = st.lists(st.tuples(st.integers(0, len(own) - 1), st.integers(0, 255)), min_size=1, max_size=40)
-        return (st.tuples(far, st.none() | st.integers(0, len(own))).map(lambda e: mutate_bytes(own, e[0], e[1]))
-                | st.sampled_from(others)  # a real model of another role
-                | st.binary(max_size=500))
-    if kind == "config":
-        def render(m: tuple[str, str, Any]) -> bytes:
-            config = {s: dict(k) for s, k in VALID_CONFIG.items()}
-            config.setdefault(m[0], {})[m[1]] = m[2]
-            return config_text(config).encode("utf-8", "surrogatepass")
-        raw = st.binary(max_size=300) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass"))
-        return _config_mutation().map(render) | raw
-    if kind == "wav":
-        real = (speech / "jfk" / "jfk.wav").read_bytes()[:48_044] if speech else wav_header(16000, 1, 16, 1, 3200) + bytes(3200)
-        headers = st.builds(
-            lambda rate, ch, bits, tag, data, fmt, body: wav_header(rate, ch, bits, tag, data, fmt) + body,
-            st.one_of(st.integers(0, 2_000_000), st.sampled_from([1, 8000, 16000, 44100, 48000, 1_000_000])),
-            st.integers(0, 70_000), st.sampled_from([0, 1, 8, 12, 16, 24, 32, 64, 65535]),
-            st.sampled_from([0, 1, 2, 3, 0x55, 0xFFFE, 0xFFFF]), st.integers(0, 2**32 - 1),
-            st.sampled_from([0, 2, 14, 16, 18, 40, 4096]), st.binary(max_size=4000))
-        return headers | st.tuples(edits, cuts).map(lambda e: mutate_bytes(real, e[0], e[1] and e[1] * 100))
-    if kind == "intents":
-        valid = ("language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
-                 "lists:\n  name:\n    values: ['kitchen light']\n")
-        return (st.tuples(edits, cuts).map(lambda e: mutate_bytes(valid.encode(), e[0], e[1]))
-                | json_values.map(lambda v: json.dumps({"language": "en", "intents": v}).encode())
-                | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")))
-    if kind == "tokens":
-        valid = "<blk> 0\n<sos/eos> 1\n<unk> 2\n▁THE 3\nS 4\n"
-        lines = st.lists(st.tuples(st.text(max_size=6), st.one_of(st.integers(-5, 10), st.text(max_size=3))),
-                         max_size=8).map(lambda rows: "".join(f"{a} {b}\n" for a, b in rows).encode("utf-8", "surrogatepass"))
-        return lines | st.tuples(edits, cuts).map(lambda e: mutate_bytes(valid.encode(), e[0], e[1])) | st.binary(max_size=200)
-    if kind == "voice_config":
-        base = {"audio": {"sample_rate": 22050}, "espeak": {"voice": "en-us"},
-                "inference": {"noise_scale": 0.667, "length_scale": 1, "noise_w": 0.8},
-                "phoneme_type": "espeak", "num_speakers": 1, "speaker_id_map": {},
-                "phoneme_id_map": {"_": [0], "^": [1], "$": [2], "a": [14]}}
-        def mutate(m: tuple[str, Any]) -> bytes:
-            doc = json.loads(json.dumps(base))
-            section, _, key = m[0].partition(".")
-            if key:
-                doc.setdefault(section, {})
-                if isinstance(doc[section], dict):
-                    doc[section][key] = m[1]
-            else:
-                doc[section] = m[1]
-            return json.dumps(doc, allow_nan=True).encode()
-        paths = st.sampled_from(["audio.sample_rate", "espeak.voice", "inference.noise_scale", "inference.length_scale",
-                                 "phoneme_type", "num_speakers", "speaker_id_map", "phoneme_id_map", "audio",
-                                 "phoneme_id_map.a", "language.code"])
-        return st.tuples(paths, json_values).map(mutate) | st.binary(max_size=200)
-    raise ValueError(f"unknown file kind {kind!r}")
-
-
-FILE_KINDS: dict[str, tuple[str, Callable[[Path], object]]] = {
-    "config": ("voiced.toml", load_config), "wav": ("case.wav", load_wav), "intents": ("intents.yaml", load_intents),
-    "tokens": ("tokens.txt", load_tokens), "voice_config": ("voice.onnx.json", load_voice_config),
-    "silero": ("silero_vad.onnx", load_silero), "wake_head": ("alexa_v0.1.onnx", load_wake_head),
-}
-MODEL_KINDS = ("silero", "wake_head")
-"""Kinds that need ../shared/models."""
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(*_: object) -> None:
-    raise _Timeout
-
-
-def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path | None = None,
-               strict: bool = False, models: Path | None = None) -> Tally:
-    """``n`` cases of ``kind``; ``strict`` raises on the first failure (Hypothesis then shrinks it)."""
-    name, load = FILE_KINDS[kind]
-    tally = Tally()
-    path = workdir / name
-    config_keys = tuple(f"{s}.{k}" for s, keys in VALID_CONFIG.items() for k in keys) + tuple(VALID_CONFIG)
-
-    if kind == "wake_head" and models is not None:  # the front end beside the mutated head, as in a real folder
-        for front in ("melspectrogram.onnx", "embedding_model.onnx"):
-            (workdir / front).write_bytes((models / "openwakeword" / front).read_bytes())
-
-    @seed(run_seed)
-    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(file_cases(kind, speech, models))
-    def one(data: bytes) -> None:
-        path.write_bytes(data)
-        previous = signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(CASE_TIMEOUT_S)
-        try:
-            outcome, detail = check(load, path, config_keys if kind == "config" else ())
-        except _Timeout:
-            outcome, detail = Outcome.FAILURE, f"no answer within {CASE_TIMEOUT_S} s"
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
-        tally.add(outcome, detail, repr(data[:300]))
-        if strict and outcome in (Outcome.FAILURE, Outcome.UNNAMED_ERROR):
-            raise AssertionError(f"{kind}: {outcome.value}: {detail}")
-
-    one()
-    return tally
 
 
 # -- MQTT ----------------------------------------------------------------------------------------

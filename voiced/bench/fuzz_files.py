@@ -71,10 +71,19 @@ def mutate_bytes(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> 
 # -- loaders (what voiced does with each kind of file) --------------------------------------------
 
 
+class AcceptedNonsense(Exception):
+    """A loader took a value no setting means (NaN, a NUL in a name): a finding, like a traceback."""
+
+
 def load_config(path: Path) -> object:
+    from voiced.bench.fuzz_config import accepted_nonsense
     from voiced.config import Config
 
-    return Config.from_file(path)
+    config = Config.from_file(path)
+    bad = accepted_nonsense(config)
+    if bad:
+        raise AcceptedNonsense(f"{path.name} loaded with {bad}")
+    return config
 
 
 def load_wav(path: Path) -> object:
