@@ -17,6 +17,9 @@ def test_generated_payloads_on_every_topic_are_counted_and_survived(models) -> N
         pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
     figures = fuzz_mqtt(400, run_seed=99, models=models, voice=joe_voice_path())
     assert figures["payloads"] == 400 and figures["topics"] >= 11
+    # every filter the daemon subscribed to (as the broker logged it) got payloads
+    assert figures["subscriptions_not_fuzzed"] == [] and len(figures["subscriptions"]) >= 11, figures
+    assert figures["listed_but_not_subscribed"] == [], figures
     assert figures["process_alive"] and figures["final_query_answered"], figures
     assert figures["handler_errors"] == 0 and figures["stage_failures"] == 0, figures
     assert figures["stages_stalled"] == [], figures

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
 from voiced.bench.fuzz_files import Outcome
 
-__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "bench_fuzz", "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
+__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "bench_fuzz", "concrete", "daemon_subscriptions", "file_cases",
+           "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
 
 # -- strategies ----------------------------------------------------------------------------------
 
@@ -63,6 +64,28 @@ def mqtt_topics(site: str) -> list[str]:
 MQTT_TOPICS = mqtt_topics("default")
 
 
+def daemon_subscriptions(log: Path, client_id: str) -> list[str]:
+    """Topic filters ``client_id`` subscribed to, from mosquitto's ``log_type subscribe`` lines
+    ("<time>: <client> <qos> <filter>")."""
+    out: list[str] = []
+    for line in log.read_text(errors="replace").splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and parts[1] == client_id and parts[3] not in out:
+            out.append(parts[3])
+    return sorted(out)
+
+
+def concrete(topic_filter: str) -> str:
+    """A topic the filter matches (wildcards filled in)."""
+    return "/".join("fuzz" if level == "+" else "fuzz/x" if level == "#" else level for level in topic_filter.split("/"))
+
+
+def _matches(topic_filter: str, topic: str) -> bool:
+    import paho.mqtt.client as mqtt
+
+    return bool(mqtt.topic_matches_sub(topic_filter, topic))
+
+
 # -- MQTT ----------------------------------------------------------------------------------------
 
 
@@ -85,7 +108,10 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None) ->
     voice = voice.resolve() if voice is not None else None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        broker = Mosquitto(work)
+        broker = Mosquitto(work, start=False)
+        # the broker logs every SUBSCRIBE: the topics fuzzed are the ones the daemon really takes
+        broker.conf.write_text(broker.conf.read_text() + f"log_type subscribe\nlog_dest file {work / 'subs.log'}\n")
+        broker.start()
         (work / "intents.yaml").write_text(
             "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
             "lists:\n  name:\n    values: ['kitchen light']\n")
@@ -138,10 +164,12 @@ device = "null"
                 raise RuntimeError(f"voiced run exited ({proc.returncode}): "
                                    f"{(work / 'voiced.log').read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
-        topics = mqtt_topics("default")
+        subscribed = daemon_subscriptions(work / "subs.log", "fuzz-daemon")
+        topics = sorted(set(mqtt_topics("default")) | {concrete(f) for f in subscribed})
         rss_before = _rss_mb(proc.pid)
         rss: list[float] = []  # the daemon's RSS after each fifth of the payloads: bounded or growing?
         sent = {"n": 0}
+        per_topic: dict[str, int] = {}
         t0 = time.monotonic()
 
         @seed(run_seed)
@@ -150,6 +178,7 @@ device = "null"
         def one(topic: str, payload: bytes) -> None:
             sender.publish(topic, payload, qos=1).wait_for_publish(10)
             sent["n"] += 1
+            per_topic[topic] = per_topic.get(topic, 0) + 1
             if sent["n"] % max(1, n // 5) == 0:
                 rss.append(round(_rss_mb(proc.pid), 1))
 
@@ -173,7 +202,11 @@ device = "null"
     stages = stats.get("stages", {})
     mqtt_stats = stats.get("mqtt", {})
     return {
-        "payloads": sent["n"], "topics": len(topics), "seconds": round(elapsed, 1), "process_alive": alive,
+        "payloads": sent["n"], "topics": len(topics), "payloads_per_topic": dict(sorted(per_topic.items())),
+        "subscriptions": subscribed,
+        "subscriptions_not_fuzzed": [f for f in subscribed if not any(_matches(f, t) for t in topics)],
+        "listed_but_not_subscribed": [t for t in mqtt_topics("default") if not any(_matches(f, t) for f in subscribed)],
+        "seconds": round(elapsed, 1), "process_alive": alive,
         "final_query_answered": answered and answers[:1] == ["hermes/intent/HassTurnOn"],
         "malformed_counted": mqtt_stats.get("malformed", 0), "dropped_oversized": mqtt_stats.get("dropped_oversized", 0),
         "handler_errors": mqtt_stats.get("handler_errors", 0),
