@@ -178,6 +178,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--mqtt-count", type=int, default=10_000, help="payloads in total (default: %(default)s)")
     b.add_argument("--files-count", type=int, default=2_000, help="cases per file kind (default: %(default)s)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep the files that crashed or hung here")
     b.set_defaults(func=_fuzz)
 
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
@@ -284,7 +285,8 @@ def _soak(args: argparse.Namespace) -> int:
 def _fuzz(args: argparse.Namespace) -> int:
     from voiced.bench.fuzz import bench_fuzz
 
-    return _print(bench_fuzz(args.speech, args.models, args.voice, args.mqtt_count, args.files_count, args.seed))
+    return _print(bench_fuzz(args.speech, args.models, args.voice, args.mqtt_count, args.files_count, args.seed,
+                             args.keep))
 
 
 def _cloud(args: argparse.Namespace) -> int:

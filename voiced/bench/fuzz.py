@@ -16,6 +16,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +40,21 @@ hermes_objects = st.dictionaries(st.sampled_from(_KEYS), _odd, max_size=6)
 """Objects with Hermes keys and wrong, odd or valid values."""
 
 
+def _deep(open_: bytes, close: bytes, n: int) -> bytes:
+    return open_ * n + (b"1" if open_.endswith(b":") else b"") + close * n
+
+
 def _encode(obj: Any) -> bytes:
     return json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
 
 
 mqtt_payloads = st.one_of(
     st.binary(max_size=3000),
-    json_values.map(_encode),
-    hermes_objects.map(_encode),
+    json_values.map(lambda o: partial(_encode, o)),  # functions: Hypothesis keeps what it generated
+    hermes_objects.map(lambda o: partial(_encode, o)),
     st.tuples(hermes_objects.map(_encode), st.integers(0, 200)).map(lambda p: p[0][:p[1]]),  # cut short
-    st.integers(1, 200_000).map(lambda n: b"[" * n + b"]" * n),  # deep
-    st.integers(1, 50_000).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
+    st.integers(1, 200_000).map(lambda n: partial(_deep, b"[", b"]", n)),
+    st.integers(1, 50_000).map(lambda n: partial(_deep, b'{"a":', b"}", n)),
     st.sampled_from([b'{"input": "' + b"a" * 1_000_000 + b'", "siteId": "default"}',  # 1 MB text
                      b'{"text": "hi", "siteId": "default", "volume": -3}',
                      b'{"text": "", "siteId": ""}', b"\xff\xfe\x00", b"null", b"{}", b"[]"]),
@@ -175,7 +181,8 @@ device = "null"
         @seed(run_seed)
         @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(st.sampled_from(topics), mqtt_payloads)
-        def one(topic: str, payload: bytes) -> None:
+        def one(topic: str, payload: bytes | Callable[[], bytes]) -> None:
+            payload = payload() if callable(payload) else payload
             sender.publish(topic, payload, qos=1).wait_for_publish(10)
             sent["n"] += 1
             per_topic[topic] = per_topic.get(topic, 0) + 1
@@ -219,17 +226,29 @@ device = "null"
 
 
 def bench_fuzz(speech: Path | None, models: Path | None, voice: Path | None, mqtt_count: int = 10_000,
-               file_count: int = 2_000, run_seed: int = 0) -> dict[str, Any]:
+               file_count: int = 2_000, run_seed: int = 0, keep: Path | None = None) -> dict[str, Any]:
+    """Every file kind (``file_count`` cases each, in child processes so a crash is counted, not
+    fatal), every config key's edge values, then ``mqtt_count`` payloads into a running daemon."""
+    from voiced.bench.fuzz_cases import config_sweep
+    from voiced.bench.fuzz_isolated import fuzz_files_isolated
+
     results: dict[str, Any] = {"seed": run_seed}
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        sweep = config_sweep(Path(tmp))
+        results["config_sweep"] = {**sweep.counts, "seconds": round(time.monotonic() - t0, 1),
+                                   "failures": sweep.failures}
         for kind in FILE_KINDS:
             if kind in MODEL_KINDS and models is None:
                 continue
             t0 = time.monotonic()
-            tally = fuzz_files(kind, file_count, Path(tmp), run_seed, speech, models=models)
-            results[kind] = {**tally.counts, "seconds": round(time.monotonic() - t0, 1), "failures": tally.failures}
-            print(json.dumps({kind: tally.counts}), file=sys.stderr, flush=True)
+            results[kind] = fuzz_files_isolated(kind, file_count, Path(tmp), run_seed, speech, models, keep)
+            results[kind]["seconds"] = round(time.monotonic() - t0, 1)
+            print(json.dumps({kind: {k: v for k, v in results[kind].items() if k != "failures"}}), file=sys.stderr,
+                  flush=True)
+    file_kinds = [k for k in results if k in FILE_KINDS or k == "config_sweep"]
+    results["file_cases_total"] = sum(results[k].get(o.value, 0) for k in file_kinds for o in Outcome)
+    results["failures_total"] = sum(results[k].get(Outcome.FAILURE.value, 0) + results[k].get(Outcome.UNNAMED_ERROR.value, 0)
+                                    for k in file_kinds)
     results["mqtt"] = fuzz_mqtt(mqtt_count, run_seed, models, voice)
-    results["failures_total"] = sum(r.get(Outcome.FAILURE.value, 0) + r.get(Outcome.UNNAMED_ERROR.value, 0)
-                                    for k, r in results.items() if k in FILE_KINDS)
     return results

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,10 @@ json_values = st.recursive(
 """Any JSON-like value (NaN, huge integers and lone surrogates included)."""
 
 
-def file_cases(kind: str, speech: Path | None = None, models: Path | None = None) -> st.SearchStrategy[bytes]:
-    """Bytes of one mutated file of ``kind``."""
+def file_cases(kind: str, speech: Path | None = None, models: Path | None = None) -> st.SearchStrategy[Any]:
+    """Bytes of one mutated file of ``kind``, or for big files a function that makes them: Hypothesis
+    keeps every value it generated (2 MB per mutated model; RSS grew 1.2 MB a case), but only the
+    small recipe when the value is a function."""
     edits = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6)
     cuts = st.none() | st.integers(0, 400)
     if kind in ("silero", "wake_head"):
@@ -54,7 +57,7 @@ def file_cases(kind: str, speech: Path | None = None, models: Path | None = None
         others = [p.read_bytes() for p in (oww / "melspectrogram.onnx", oww / "hey_mycroft_v0.1.onnx",
                                            models / "silero_vad_v5" / "silero_vad.onnx") if p.read_bytes() != own]
         far = st.lists(st.tuples(st.integers(0, len(own) - 1), st.integers(0, 255)), min_size=1, max_size=40)
-        return (st.tuples(far, st.none() | st.integers(0, len(own))).map(lambda e: mutate_bytes(own, e[0], e[1]))
+        return (st.tuples(far, st.none() | st.integers(0, len(own))).map(lambda e: partial(mutate_bytes, own, e[0], e[1]))
                 | st.sampled_from(others)  # a real model of another role
                 | st.binary(max_size=500))
     if kind == "config":
@@ -70,7 +73,7 @@ def file_cases(kind: str, speech: Path | None = None, models: Path | None = None
             st.integers(0, 70_000), st.sampled_from([0, 1, 8, 12, 16, 24, 32, 64, 65535]),
             st.sampled_from([0, 1, 2, 3, 0x55, 0xFFFE, 0xFFFF]), st.integers(0, 2**32 - 1),
             st.sampled_from([0, 2, 14, 16, 18, 40, 4096]), st.binary(max_size=4000))
-        return headers | st.tuples(edits, cuts).map(lambda e: mutate_bytes(real, e[0], e[1] and e[1] * 100))
+        return headers | st.tuples(edits, cuts).map(lambda e: partial(mutate_bytes, real, e[0], e[1] and e[1] * 100))
     if kind == "intents":
         valid = ("language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
                  "lists:\n  name:\n    values: ['kitchen light']\n")
@@ -145,12 +148,13 @@ def run_case(kind: str, path: Path, data: bytes) -> tuple[Outcome, str]:
 
 def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path | None = None,
                strict: bool = False, models: Path | None = None, skip: int = 0,
-               on_case: Callable[[int, str], None] | None = None) -> Tally:
+               on_case: Callable[[int, str, str, str], None] | None = None) -> Tally:
     """``n`` cases of ``kind``; ``strict`` raises on the first failure (Hypothesis then shrinks it).
 
     ``skip``: generate but do not load the first cases (a run resumed after a crash; the same
-    seed generates the same cases). ``on_case(i, phase)`` is called with "start" before and the
-    outcome after case ``i``, so a watcher in another process knows which case killed it.
+    seed generates the same cases). ``on_case(i, phase, detail, case)`` is called with "start"
+    before and the outcome after case ``i``, so a watcher in another process knows which case
+    killed it.
     """
     name = FILE_KINDS[kind][0]
     tally = Tally()
@@ -164,16 +168,17 @@ def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path
     @seed(run_seed)
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(file_cases(kind, speech, models))
-    def one(data: bytes) -> None:
+    def one(data: bytes | Callable[[], bytes]) -> None:
+        data = data() if callable(data) else data
         index["i"] += 1
         if index["i"] < skip:
             return
         if on_case:
-            on_case(index["i"], "start")
+            on_case(index["i"], "start", "", "")
         outcome, detail = run_case(kind, path, data)
-        if on_case:
-            on_case(index["i"], outcome.value)
         tally.add(outcome, detail, repr(data[:300]))
+        if on_case:
+            on_case(index["i"], outcome.value, detail, repr(data[:300]))
         if strict and outcome in (Outcome.FAILURE, Outcome.UNNAMED_ERROR):
             raise AssertionError(f"{kind}: {outcome.value}: {detail}")
 
