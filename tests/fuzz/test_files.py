@@ -66,3 +66,14 @@ def test_text_with_control_characters_is_spoken_not_a_crash_of_the_speak_stage()
     voice = PiperVoice.load(joe_voice_path())
     chunks = list(voice.synthesize("Turn on\x00 the light\ud800.\x07"))
     assert chunks and sum(len(c.samples) for c in chunks) > 5000
+
+
+def test_a_piper_voice_keeps_no_memory_plan_per_sentence_length() -> None:
+    # the MQTT fuzzer saw the daemon's RSS step up as tts/say texts of new lengths arrived:
+    # ONNX Runtime's memory pattern keeps a plan per input shape (600 sentences: 439 MB RSS, 358 MB
+    # without, same CPU); the voice's sessions now run without it, other models keep it
+    from tests.tts.test_real_voice import joe_voice_path
+    from voiced.tts import PiperVoice
+
+    voice = PiperVoice.load(joe_voice_path())
+    assert voice._model._session.get_session_options().enable_mem_pattern is False

@@ -27,6 +27,9 @@ class SessionOptions:
     """Enable all graph optimizations (constant folding, fusions)."""
     thread_affinities: str | None = None
     """ONNX Runtime ``session.intra_op_thread_affinities`` (e.g. "2;3"), from the hardware profile."""
+    memory_pattern: bool = True
+    """ONNX Runtime's memory pattern: an allocation plan kept per input shape. Off for models fed a
+    new length each call (a Piper voice, one per sentence), where the plans pile up (80 MB RSS)."""
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -51,6 +54,7 @@ def create_session(path: str | Path, options: SessionOptions | None = None) -> o
     so.intra_op_num_threads = options.threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.enable_mem_pattern = options.memory_pattern
     so.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if options.optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )

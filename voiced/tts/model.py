@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +98,12 @@ def _audio(out: np.ndarray, path: Path) -> np.ndarray:
     return audio.reshape(-1)
 
 
+def _per_sentence(options: SessionOptions) -> SessionOptions:
+    # every sentence is a new input length: ONNX Runtime's per-shape memory plans only pile up
+    # (joe medium, 600 sentences of 1-35 words: 439 MB RSS with them, 358 MB without, same CPU)
+    return replace(options, memory_pattern=False)
+
+
 class WholeModel:
     """A Piper ``voice.onnx``: one call turns a sentence's ids into its audio."""
 
@@ -109,7 +115,7 @@ class WholeModel:
     @classmethod
     def load(cls, path: str | Path, multi_speaker: bool, options: SessionOptions) -> WholeModel:
         path = Path(path)
-        session = create_session(path, options)
+        session = create_session(path, _per_sentence(options))
         _check_io(session, path, _synth_inputs(multi_speaker), ())
         return cls(session, path)
 
@@ -149,8 +155,8 @@ class SplitModel:
     def load(cls, encoder_path: str | Path, decoder_path: str | Path, multi_speaker: bool,
              options: SessionOptions) -> SplitModel:
         encoder_path, decoder_path = Path(encoder_path), Path(decoder_path)
-        encoder = create_session(encoder_path, options)
-        decoder = create_session(decoder_path, options)
+        encoder = create_session(encoder_path, _per_sentence(options))
+        decoder = create_session(decoder_path, _per_sentence(options))
         carried = ("z", "y_mask", "g") if multi_speaker else ("z", "y_mask")
         _check_io(encoder, encoder_path, _synth_inputs(multi_speaker), carried)
         ranks = {"z": 3, "y_mask": 3, "g": 3}
