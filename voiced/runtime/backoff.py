@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from dataclasses import dataclass
@@ -43,7 +44,10 @@ class Backoff:
     def next_delay(self) -> float:
         """Record one more failure and return the delay to wait before retrying."""
         p = self.policy
-        delay = min(p.maximum, p.initial * p.factor**self.failures)
+        # Compared in logs: initial * factor**failures overflows a float after ~1024 failures
+        # (8.5 h of an absent broker at the defaults) or at once with a huge factor.
+        grown = self.failures * math.log(p.factor)
+        delay = p.maximum if grown >= math.log(p.maximum / p.initial) else min(p.maximum, p.initial * p.factor**self.failures)
         self.failures += 1
         return delay * (1 + p.jitter * random.random())
 
