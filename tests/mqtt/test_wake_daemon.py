@@ -107,15 +107,19 @@ def test_hotword_toggle_off_silences_the_wake_word_and_toggle_on_brings_it_back(
     off = b'{"siteId": "kitchen", "reason": "dialogueSession"}'
     raw_publish(broker, "hermes/hotword/toggleOff", off, retain=True)
     daemon = Daemon(config, ListenMode.ALWAYS)
+
+    def heard() -> float:
+        # stream time gone by: windows dropped while the listen stage lagged (a loaded machine) count too
+        return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
+
     daemon.start()
     try:
         # once the first "alexa" has gone by (stream time), detection comes back on
-        wait_until(lambda: daemon.counters.get("windows") * 0.1 > first_end + 0.5, timeout=30, what="the first alexa")
+        wait_until(lambda: heard() > first_end + 0.5, timeout=30, what="the first alexa")
         raw_publish(broker, "hermes/hotword/toggleOff", b"", retain=True)  # clear the retained message
         raw_publish(broker, "hermes/hotword/toggleOn", b'{"siteId": "kitchen"}')
         [raw] = sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
-        wait_until(lambda: daemon.counters.get("windows") * 0.1 >= len(audio) / 16000 - 0.2, timeout=30,
-                   what="the end of the audio")
+        wait_until(lambda: heard() >= len(audio) / 16000 - 0.2, timeout=30, what="the end of the audio")
         assert len(sub.payloads("hermes/hotword/alexa_v0.1/detected")) == 1  # the second alexa only
         assert daemon.counters.get("wake_detections") == 1
     finally:
