@@ -68,6 +68,7 @@ class Listener:
         self._partial = ""
         self._matched: RecognitionResult | None = None  # the last partial, when it was a whole command
         self._active = False  # an utterance is open
+        self._pause_decoded = False  # the current pause in speech has had its partial
         self._walker: SpaceWalker | None = None
         self._next_commands = commands
         self._take_commands()
@@ -152,9 +153,14 @@ class Listener:
         if rec is None or stream is None or not len(audio):
             return
         stream.accept_waveform(audio)
-        if not rec.is_ready(stream):
+        if partials and self._pause_begins():
+            # intent-aware endpointing: the transcript up to the pause decides whether the short
+            # matched silence applies, so it must not wait for the partials' cadence
+            rec.decode_at_pause(stream)
+        elif rec.is_ready(stream):
+            rec.decode_all(stream)
+        else:
             return
-        rec.decode_all(stream)
         result = stream.result
         if partials and result.text and result.text != self._partial:
             self._partial = result.text
@@ -163,6 +169,15 @@ class Listener:
                 self.endpointer.set_matched(matched)
                 self._matched = result if matched else None
             yield ListenEvent(ListenEventType.PARTIAL, self._start, now, result.text, result, self._audio_start)
+
+    def _pause_begins(self) -> bool:
+        """True once per pause in speech, when intent-aware endpointing is on."""
+        endpointer = self.endpointer
+        if self._walker is None or endpointer is None or not endpointer.pausing:
+            self._pause_decoded = False
+            return False
+        begins, self._pause_decoded = not self._pause_decoded, True
+        return begins
 
     def _end(self, end: float, result: RecognitionResult | None = None) -> Iterator[ListenEvent]:
         yield ListenEvent(ListenEventType.SPEECH_END, self._start, end, audio_start=self._audio_start)

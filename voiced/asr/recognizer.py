@@ -161,6 +161,10 @@ class Recognizer:
         while self.is_ready(stream):
             self.decode(stream)
 
+    def decode_at_pause(self, stream: Stream) -> None:
+        """Speech paused: a transducer's partial is current after every chunk, so only what is ready."""
+        self.decode_all(stream)
+
     def finish(self, stream: Stream) -> RecognitionResult:
         """End the utterance, decode what is left and return the final result."""
         stream.input_finished()

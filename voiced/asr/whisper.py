@@ -157,6 +157,12 @@ class WhisperRecognizer:
         if self.is_ready(stream):
             self.decode(stream)
 
+    def decode_at_pause(self, stream: WhisperStream) -> None:
+        """Speech paused: with partials on, decode what was said now rather than at the next
+        ``partial_every_s`` mark, so a whole command is known while its trailing silence runs."""
+        if self._partial_samples > 0 and not stream.finished and stream.num_samples > stream.decoded_samples:
+            self.decode(stream)
+
     def finish(self, stream: WhisperStream) -> RecognitionResult:
         """End the utterance and decode it (template-aware when templates are in use)."""
         stream.input_finished()

@@ -197,6 +197,11 @@ class Endpointer:
         self._matched = matched and self._state is _State.SPEECH
 
     @property
+    def pausing(self) -> bool:
+        """In speech, and the latest frame was silence: the speaker may have finished."""
+        return self._state is _State.SPEECH and self._silent_frames > 0
+
+    @property
     def in_speech(self) -> bool:
         """True between a SPEECH_START and its SPEECH_END."""
         return self._state is _State.SPEECH
