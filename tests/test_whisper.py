@@ -128,22 +128,16 @@ def test_int8_tokens_equal_sherpa_onnx_on_every_real_file_under_sherpas_onnxrunt
 
 
 @pytest.mark.shared
-def test_int8_tokens_equal_sherpa_onnx_on_nearly_every_real_file(whisper_int8_dir, sherpa_int8, shared) -> None:
-    """In the venv: voiced's onnxruntime (1.32 here, which onnxruntime-genai needs) against the 1.28.2 that
-    sherpa-onnx 2.0.1 bundles. The features are identical (test_whisper_features.py) and the decoding is
-    (the test above); what differs is ONNX Runtime's float kernels: LayerNormalization's output on the same
-    input differs in 87% of values between 1.28 and 1.32 (1.32 is closer to float64), and an INT8 encoder
-    re-quantizes every LayerNorm output, so some quantized values round the other way. Measured: 110/118
-    identical; FP32 (no on-the-fly quantization) is identical on all 118."""
+def test_int8_tokens_equal_sherpa_onnx_on_every_real_file(whisper_int8_dir, sherpa_int8, shared) -> None:
+    """In the venv: voiced on its onnxruntime (1.32 here, which onnxruntime-genai needs) against sherpa-onnx
+    on the 1.28.2 it bundles. The features are identical (test_whisper_features.py) and so is the decoding
+    (the test above). ONNX Runtime's LayerNormalization kernel is not (87% of its outputs differ in the last
+    bits between 1.28 and 1.32 on the same input), and an INT8 model re-quantizes every LayerNorm output:
+    with LayerNormalization in the graph, 110/118 files were identical. voiced-quantize writes it out as
+    primitive operators (quantize/layernorm.py), whose kernels agree bit for bit across those versions."""
     files = _files(shared / "speech")
     differ = _differences(whisper_int8_dir, files, int8=True, ref=sherpa_int8)
-    assert len(differ) <= 0.10 * len(files), f"{len(differ)}/{len(files)} differ from sherpa-onnx: {differ[:5]}"
-    # where they differ, it is a word or a punctuation mark, not a different sentence
-    from voiced.asr.wer import word_errors
-
-    for _, theirs, ours in differ:
-        errors, words = word_errors(theirs, ours)
-        assert errors <= max(2, words // 4), (theirs, ours)
+    assert not differ, f"{len(differ)}/{len(files)} differ from sherpa-onnx: {differ[:5]}"
 
 
 @pytest.mark.shared
