@@ -2,7 +2,9 @@
 
 The method follows sherpa-onnx's own Whisper INT8 files (``scripts/whisper/export-onnx.py``):
 dynamic quantization of the MatMul weights to QInt8 in both parts; ``--method``/``--op-types``
-/``--per-channel`` override it as for any model. With ``--method static`` the encoder is
+/``--per-channel`` override it as for any model. LayerNormalization is then written out as
+primitive operators (:mod:`quantize.layernorm`), so the INT8 tokens do not depend on the ONNX
+Runtime version's LayerNorm kernel. With ``--method static`` the encoder is
 calibrated on log-mel inputs made by voiced's Whisper front end from the calibration files;
 the decoder (self-attention cache, one token per call) is always quantized dynamically.
 
@@ -33,6 +35,7 @@ from quantize.calibration import Feeds, calibration_and_check, subsample
 from quantize.decoding import _edit_distance, quiet_log
 from quantize.frontends import load_audio
 from quantize.graph import describe, load_onnx
+from quantize.layernorm import lower_layer_norms
 from quantize.manifest import write_manifest
 from quantize.methods import choose_method, preprocess, quantize_file
 from quantize.options import Method, QuantizeOptions
@@ -234,6 +237,11 @@ def quantize_whisper(
             say(f"{part}: quantizing ({choice.method.value}) -> {outputs[part]}")
             params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
             params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
+            # ONNX Runtime's LayerNorm kernel changes between versions and INT8 re-quantizes its output:
+            # written out, the INT8 tokens are the same under sherpa-onnx's bundled 1.28 and voiced's 1.32
+            quantized = onnx.load(str(outputs[part]))
+            params["layer_norms_lowered"] = lower_layer_norms(quantized)
+            onnx.save(quantized, str(outputs[part]))
             copy_metadata(model, outputs[part])
             reports[part] = Report(
                 source=src, output=outputs[part], kind="whisper", method=choice.method.value, reason=choice.reason,

@@ -9,7 +9,10 @@ Whisper reads whole utterances, so ``is_ready`` stays False until the endpoint (
 unless ``partial_every_s`` asks for a re-decode of the growing utterance). The front end and
 padding are sherpa-onnx's: Whisper log-mel (kaldi-native-fbank), log10 clamped to 8 below the
 maximum, (x + 4) / 4, then ``tail_padding_frames`` zero frames, at most 30 s in all. Longer
-utterances are cut at their quietest moment and decoded piece by piece.
+utterances are cut at their quietest moment and decoded piece by piece. The features are bit for bit
+sherpa-onnx 2.0.1's with kaldi-native-fbank 1.22 (pinned below 1.23, whose Whisper fbank differs in
+the last bits): INT8 encoders quantize their activations on the fly, so a last-bit difference in the
+input is enough to change a token.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
 from voiced.sentencespace import SentenceSpace
 
-__all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "log_mel"]
+__all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "encoder_input", "log_mel"]
 
 HOP = 160
 """Samples per feature frame (10 ms)."""
@@ -78,6 +81,16 @@ def log_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
     feats = np.log10(np.maximum(feats, 1e-10))
     feats = np.maximum(feats, feats.max() - 8.0)
     return (feats + 4.0) / 4.0
+
+
+def encoder_input(mel: np.ndarray, tail_padding_frames: int) -> tuple[np.ndarray, int]:
+    """What the encoder is fed for one piece's normalized ``mel`` [frames, n_mels], as sherpa-onnx feeds it:
+    at most MAX_SPEECH_FRAMES of speech, then zero frames, MAX_FRAMES in all; and the speech frames kept."""
+    num_frames = min(len(mel), MAX_SPEECH_FRAMES)
+    frames = min(num_frames + tail_padding_frames, MAX_FRAMES)
+    padded = np.zeros((frames, mel.shape[1]), np.float32)
+    padded[:num_frames] = mel[:num_frames]
+    return padded, num_frames
 
 
 class WhisperStream:
@@ -225,10 +238,7 @@ class WhisperRecognizer:
     def _free(self, mel: np.ndarray) -> tuple[tuple[list[int], list[float]], tuple]:
         """Greedy tokens of one piece, and what a second decoding of it needs (cross K/V, frames, sot)."""
         model = self.model
-        num_frames = min(len(mel), MAX_SPEECH_FRAMES)
-        frames = min(num_frames + self.config.tail_padding_frames, MAX_FRAMES)
-        padded = np.zeros((frames, model.n_mels), np.float32)
-        padded[:num_frames] = mel[:num_frames]
+        padded, num_frames = encoder_input(mel, self.config.tail_padding_frames)
         cross_k, cross_v = model.encode(padded)
         language = self.config.language
         initial = model.initial_tokens(language, self.config.translate)
