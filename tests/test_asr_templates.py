@@ -178,3 +178,44 @@ def test_the_config_key_turns_it_on_and_off_in_the_daemon(speech: Path, models: 
         loaded.close()
     assert results == {("template_decoding", True): (command, True), ("template_decoding", False): (free_text, False),
                        ("template_margin", 0.0): (free_text, False)}  # (this utterance favours the free text)
+
+
+def test_sentence_beam_follows_sentences_and_locks_a_whole_one(tmp_path: Path) -> None:
+    """The beam's own rules on a small vocabulary, one frame at a time (the joiner's log-probabilities
+    written by hand): a token no sentence takes never enters, whatever its probability; a whole
+    sentence stays chosen to the end even when a longer beginning fills the beam."""
+    from voiced.asr.sentence_context import SentenceContext
+    from voiced.asr.tokens import SymbolTable
+
+    symbols = ["<blk>", "<sos/eos>", "<unk>", "▁TURN", "▁ON", "▁THE", "▁LIGHT", "S", "▁IN", "▁OFF", "▁KITCHEN"]
+    table = SymbolTable(dict(enumerate(symbols)))
+    (tmp_path / "t.yaml").write_text("""
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences: ["turn on [the] light[s]", "turn on [the] light[s] in the kitchen"]
+""")
+    space = IntentRecognizer.load([tmp_path / "t.yaml"]).sentence_space()
+    beam = SentenceContext(space, table, context_size=2, settings=TemplateSearch(boost=1.5)).start()
+
+    def frame(favoured: dict[int, float], t: int) -> None:
+        parents = beam.parents()
+        row = np.full(len(symbols), -20.0, np.float32)
+        row[0] = -1.0  # blank: likely, but less than the favoured tokens
+        for token, logp in favoured.items():
+            row[token] = logp
+        logp = np.tile(row, (len(parents), 1))
+        beam.step(parents, logp, logp, t, beam=1, temperature=1.0)
+
+    frame({9: -0.01, 3: -0.5}, 0)  # "▁OFF" is the audio's choice, but no sentence begins with it
+    frame({4: -0.1}, 1)
+    frame({6: -0.1}, 2)
+    [path] = beam.hyps.values()
+    assert path.text == " TURN ON LIGHT" and beam.locked is path  # whole: "turn on [the] light"
+    frame({8: -0.3}, 3)  # "in" (as in "... in the kitchen") fills the beam of one
+    [path] = beam.hyps.values()
+    assert path.text == " TURN ON LIGHT IN"
+    assert beam.locked is not None and beam.locked.text == " TURN ON LIGHT"  # carried on blanks
+    assert beam.locked.acoustic == pytest.approx(-0.5 - 0.1 - 0.1 - 1.0, abs=1e-5)
+    assert beam.best_whole() is beam.locked
