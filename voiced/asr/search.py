@@ -151,15 +151,16 @@ class BeamSearch:
                     new = replace(old, score=float(np.logaddexp(old.score, new.score)))
                 merged[new.tokens] = new
             state.hyps = merged
-            if state.sentences is not None:
-                self._sentence_step(state.sentences, encoder_out[t : t + 1], state.frame_offset + t)
+            if state.sentences is not None and state.sentences.alive:
+                free = max(h.score - h.bonus for h in merged.values())  # the best free path, bonuses left out
+                self._sentence_step(state.sentences, encoder_out[t : t + 1], state.frame_offset + t, free)
         state.frame_offset += encoder_out.shape[0]
 
-    def _sentence_step(self, beam: SentenceBeam, encoder_frame: np.ndarray, frame: int) -> None:
+    def _sentence_step(self, beam: SentenceBeam, encoder_frame: np.ndarray, frame: int, free: float) -> None:
         parents = beam.parents()
         dec = self._cached_decoder(beam.cache, parents)
         logits = self.model.run_joiner(np.repeat(encoder_frame, len(parents), axis=0), dec)
-        beam.step(parents, _log_softmax(logits), logits, frame, self.beam, self.temperature)
+        beam.step(parents, _log_softmax(logits), logits, frame, self.beam, self.temperature, free)
 
     def _decoder_out(self, state: BeamState, hyps: list[Hypothesis]) -> np.ndarray:
         return self._cached_decoder(state.cache, hyps)

@@ -52,12 +52,19 @@ class TemplateSearch:
     boost: float = 1.5
     """Ranking bonus per token inside the sentence beam (``[asr] hotword_boost``); never counted
     when the two results are weighed."""
+    prune: float = 30.0
+    """A search bound, as Whisper's has ``max_steps``: sentence paths more than this many nats
+    behind the free beam's best path (both without bonuses) are dropped: such a path comes within
+    the default margin per token only in an utterance of 20 tokens or more. Read speech soon
+    leaves none, and the sentence beam then costs nothing more for the utterance."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.margin <= 1000:
             raise ConfigError("asr.template_margin", f"must be within 0..1000, got {self.margin}")
         if not 0 <= self.boost <= 100:
             raise ConfigError("asr.hotword_boost", f"must be within 0..100, got {self.boost}")
+        if not 0 < self.prune <= 10_000:
+            raise ConfigError("prune", f"must be within 0..10000 (above 0), got {self.prune}")
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,11 @@ class SentenceBeam:
         """Decoder outputs of this beam's contexts (apart from the free beam's: see search.py)."""
         self.walk = TextWalk(context.pieces)
 
+    @property
+    def alive(self) -> bool:
+        """Some path is left to follow (none: the utterance is no template sentence)."""
+        return bool(self.hyps) or self.locked is not None
+
     def parents(self) -> list[SentenceHyp]:
         """The paths to extend at the next frame: the beam, then the locked sentence if it left it."""
         out = list(self.hyps.values())
@@ -154,11 +166,13 @@ class SentenceBeam:
         return out
 
     def step(self, parents: Sequence[SentenceHyp], logp: np.ndarray, logits: np.ndarray, frame: int, beam: int,
-             temperature: float) -> None:
-        """One frame: ``logp`` [len(parents), vocab] are the joiner's log-softmax rows of ``parents``.
+             temperature: float, free: float = 0.0) -> None:
+        """One frame: ``logp`` [len(parents), vocab] are the joiner's log-softmax rows of ``parents``;
+        ``free``: the log-probability of the free beam's best path after this frame.
 
         The best ``beam`` (path, token) pairs the sentences allow, as the free beam takes its top-k
-        of all pairs; equal token sequences merge by adding their probabilities."""
+        of all pairs; equal token sequences merge by adding their probabilities. Paths more than
+        ``prune`` nats behind ``free`` are dropped."""
         ctx, pieces = self.context, self.context.pieces
         boost, keeps, vocab = ctx.settings.boost, pieces.keeps, logp.shape[1]
         flat = logp + np.array([[p.acoustic] for p in parents], np.float32)
@@ -186,10 +200,11 @@ class SentenceBeam:
                 new = SentenceHyp(old.tokens, old.frames, old.log_probs, float(np.logaddexp(old.acoustic, acoustic)),
                                   old.text)
             merged[new.tokens] = new
-        self.hyps = merged
-        self._lock(parents, logp)
+        floor = free - ctx.settings.prune
+        self.hyps = {tokens: h for tokens, h in merged.items() if h.acoustic >= floor}
+        self._lock(parents, logp, floor)
 
-    def _lock(self, parents: Sequence[SentenceHyp], logp: np.ndarray) -> None:
+    def _lock(self, parents: Sequence[SentenceHyp], logp: np.ndarray, floor: float) -> None:
         paths = list(self.hyps.values())
         locked = self.locked
         if locked is not None and locked.tokens not in self.hyps:  # dropped by the beam: carried on blanks
@@ -198,7 +213,8 @@ class SentenceBeam:
             paths.append(replace(locked, acoustic=locked.acoustic + stay))
         # by the walk alone: hassil's match costs milliseconds, and is asked at the end, of the
         # sentences that may win
-        self.locked = max((h for h in paths if self.walk.ends(h.text)), key=self._per_token, default=None)
+        self.locked = max((h for h in paths if h.acoustic >= floor and self.walk.ends(h.text)), key=self._per_token,
+                          default=None)
 
     def _per_token(self, h: SentenceHyp) -> float:
         return per_token(h.acoustic, len(h.tokens), self.context.context_size)
