@@ -190,7 +190,8 @@ def test_sentence_beam_follows_sentences_and_locks_a_whole_one(tmp_path: Path) -
     from voiced.asr.sentence_context import SentenceContext
     from voiced.asr.tokens import SymbolTable
 
-    symbols = ["<blk>", "<sos/eos>", "<unk>", "▁TURN", "▁ON", "▁THE", "▁LIGHT", "S", "▁IN", "▁OFF", "▁KITCHEN"]
+    symbols = ["<blk>", "<sos/eos>", "<unk>", "▁TURN", "▁ON", "▁THE", "▁LIGHT", "S", "▁IN", "▁OFF",
+               "▁KITCHEN"]
     table = SymbolTable(dict(enumerate(symbols)))
     (tmp_path / "t.yaml").write_text("""
 language: en

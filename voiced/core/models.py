@@ -114,7 +114,7 @@ class Models:
         space = self.commands if templates else None
         if isinstance(rec, WhisperRecognizer):
             rec.use_templates(space, TemplateDecoding(margin=cfg.asr.template_margin))
-        elif beam:  # streams take it from their next utterance on
+        elif isinstance(rec, Recognizer) and beam:  # streams take it from their next utterance on
             rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost))
 
     def new_listener(self, keep_audio: bool | None = None) -> Listener:
