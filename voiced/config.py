@@ -114,7 +114,8 @@ class AsrSection:
     max_active_paths: int = 4
     """Beam width of modified beam search."""
     hotword_boost: float = 1.5
-    """Score bonus per token of a template phrase."""
+    """Score bonus per token of a template phrase (and, with ``template_decoding``, ranking bonus per
+    token of a template sentence in the transducer's sentence beam)."""
     max_hotwords: int = 300
     """Most phrases boosted: list values (names, areas) first, then your templates' words, then built-in words."""
     tail_padding_ms: int = 800
@@ -124,8 +125,10 @@ class AsrSection:
     partials: bool = False
     """Publish partial transcripts on hermes/asr/partialTextCaptured."""
     template_decoding: bool = True
-    """Whisper with intents: decode each utterance also constrained to the template sentences and
-    take that text unless the free one is clearly more probable (see "Template-aware decoding")."""
+    """With intents, decode each utterance also constrained to the template sentences and take
+    that text unless the free one is clearly more probable (see "Template-aware decoding"):
+    Whisper by a second search, transducers by a sentence beam beside the free one in modified
+    beam search (not greedy_search; partial results stay the free beam's)."""
     template_margin: float = 1.5
     """Nats per token by which the free transcript must beat the template one to be kept."""
     whisper_partial_every_s: float = 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import re
+from bisect import bisect_left
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hassil import Intents
 
-__all__ = ["Completion", "SentenceSpace", "SpaceWalker", "words_of"]
+__all__ = ["Completion", "Following", "SentenceSpace", "SpaceWalker", "words_of"]
 
 _EPS = "<eps>"
 _SKIP = "<skip>"
@@ -105,10 +106,22 @@ class SentenceSpace:
     def __init__(self, arcs: Mapping[int, Sequence[tuple[str, int]]], finals: frozenset[int], start: int,
                  lists: Mapping[str, tuple[_Trie | _Slot, ...]], verify: Callable[[str], bool] | None = None) -> None:
         self._arcs = arcs
+        # each state's arcs by word, and its list arcs: a step looks its word up instead of scanning
+        # every arc (the start state of Home Assistant's sentences has thousands)
         self._finals = finals
         self._lists = lists
+        self._word_arcs: dict[int, dict[str, list[int]]] = {}
+        self._list_arcs: dict[int, list[tuple[str, int, tuple[_Trie | _Slot, ...]]]] = {}
+        for state, out in arcs.items():
+            for label, to in out:
+                self._word_arcs.setdefault(state, {}).setdefault(label, []).append(to)
+                if "{" in label:
+                    self._list_arcs.setdefault(state, []).append((label, to, self._list_for(label)))
         self._verify = verify
         self._initial = self._closure({_Pos(start)})
+        self._first_steps: dict[tuple[str, bool], set[_Pos]] = {}
+        """Where each first word leads: the start's positions are the most (1,229 for Home
+        Assistant's English sentences), and every walk steps from them."""
 
     def with_verifier(self, verify: Callable[[str], bool]) -> SentenceSpace:
         """The same space, saying FINAL only for texts ``verify`` accepts too (e.g. hassil's own
@@ -178,11 +191,11 @@ class SentenceSpace:
                 if child is not None:
                     out.add(_Pos(p.state, child, anchored=True))
             else:
-                for label, to in self._arcs.get(p.state, ()):
-                    if label == word:
-                        out.add(_Pos(to, anchored=True))
-                    elif "{" in label:
-                        for values in self._list_for(label):
+                for to in self._word_arcs.get(p.state, {}).get(word, ()):
+                    out.add(_Pos(to, anchored=True))
+                for label, to, kinds in self._list_arcs.get(p.state, ()):
+                    if label != word:
+                        for values in kinds:
                             if values is _OPEN and not wildcards:
                                 continue
                             if isinstance(values, _Slot):
@@ -191,6 +204,15 @@ class SentenceSpace:
                             elif (child := values.children.get(word)) is not None:
                                 out.add(_Pos(to, child, anchored=True))
         return out
+
+    def _first_step(self, word: str, wildcards: bool) -> set[_Pos]:
+        key = (word, wildcards)
+        positions = self._first_steps.get(key)
+        if positions is None:
+            if len(self._first_steps) >= 4096:  # words of any transcript come here: bounded
+                self._first_steps.clear()
+            positions = self._first_steps[key] = self._closure(self._advance(self._initial, word, wildcards))
+        return positions
 
     def _closure(self, positions: set[_Pos]) -> set[_Pos]:
         """Add what epsilon arcs and finished list values reach without another word."""
@@ -343,6 +365,14 @@ class SpaceWalker:
         verify = self.space._verify
         return verify is None or verify(text)
 
+    def ends(self, text: str) -> bool:
+        """Is ``text`` a whole template sentence by the walk alone (the verifier not asked)?"""
+        return self._where(text)[0]
+
+    def verified(self, text: str) -> bool:
+        """Does the space's verifier (hassil's own match) accept ``text``? True without one."""
+        return self._verified(text)
+
     def fork(self) -> SpaceWalker:
         """An independent walker at the same place (for each hypothesis of a beam)."""
         other = SpaceWalker.__new__(SpaceWalker)
@@ -388,6 +418,36 @@ class SpaceWalker:
                                 return True
         return False
 
+    def following(self, words: Sequence[str]) -> Following:
+        """What may follow the whole ``words`` in a template sentence, as :meth:`may_begin` sees it,
+        in one object to ask piece by piece: for a transducer's beam, which extends many texts by
+        a piece of a word at a time, where ``may_begin`` on each text would scan the arcs again."""
+        self._walk(list(words))
+        space, open_ok = self.space, bool(words) and self.wildcards
+        positions = [p for p in self._steps[-1] if p.anchored] if words else self._steps[-1]
+        literal: set[str] = set()
+        slots: set[_Slot] = set()
+        for p in positions:
+            if isinstance(p.trie, _Slot):
+                if _slot_takes(p.trie, p.took) and (p.trie is not _OPEN or open_ok):
+                    slots.add(p.trie)
+            elif p.trie is not None:
+                literal.update(p.trie.children)
+            else:
+                for label, _ in space._arcs.get(p.state, ()):
+                    if "{" not in label:
+                        literal.add(label)
+                        continue
+                    for values in space._list_for(label):
+                        if isinstance(values, _Trie):
+                            literal.update(values.children)
+                        elif values is not _OPEN or open_ok:
+                            slots.add(values)
+        literal -= {_EPS, _SKIP}
+        if any(slot is not _OPEN for slot in slots):
+            literal |= _NUMBER_WORDS  # found by bisection like any word (``_fits`` would scan them)
+        return Following(tuple(sorted(literal)), tuple(slots), bool(positions))
+
     def is_whole(self, text: str) -> bool:
         """Is ``text`` a whole template sentence (longer ones may exist), the verifier agreeing?"""
         return self._where(text)[0] and self._verified(text)
@@ -402,7 +462,38 @@ class SpaceWalker:
         space = self.space
         for word in words[same:]:
             positions = self._steps[-1]
-            if positions:
+            if positions is space._initial:
+                positions = space._first_step(word, self.wildcards)
+            elif positions:
                 positions = space._closure(space._advance(positions, word, self.wildcards))
             self._steps.append(positions)
             self._words.append(word)
+
+
+@dataclass(frozen=True)
+class Following:
+    """The words that may come next at one place of a walk (see :meth:`SpaceWalker.following`)."""
+
+    words: tuple[str, ...]
+    """Template words, list values' words and number words where a number may come, sorted (a
+    prefix is found by bisection)."""
+    slots: tuple[_Slot, ...]
+    """Slots that may take the next word (numbers, a word glued to a number)."""
+    alive: bool
+    """The words so far are on a template sentence."""
+
+    def begins(self, partial: str) -> bool:
+        """May the next word begin with ``partial``? ("": may the walk go on at all.)"""
+        if not partial:
+            return self.alive
+        i = bisect_left(self.words, partial)
+        if i < len(self.words) and self.words[i].startswith(partial):
+            return True
+        if partial.isalpha():  # no digits: of the slots, only a wildcard takes what ``words`` lacks
+            return _OPEN in self.slots
+        return any(_fits(slot, partial, partial=True) for slot in self.slots)
+
+    def takes(self, word: str) -> bool:
+        """May exactly ``word`` come next?"""
+        i = bisect_left(self.words, word)
+        return (i < len(self.words) and self.words[i] == word) or any(_fits(slot, word) for slot in self.slots)

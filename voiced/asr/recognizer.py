@@ -13,8 +13,9 @@ No threads are started here; the caller decides where the compute runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from voiced.asr.context import ContextGraph
 from voiced.asr.features import FbankConfig, OnlineFeatures
 from voiced.asr.model import TransducerModel
 from voiced.asr.result import RecognitionResult, ResultBuilder
+from voiced.asr.sentence_context import SentenceContext, TemplateChoice, TemplateSearch
 from voiced.asr.search import (
     BeamSearch,
     BeamState,
@@ -33,6 +35,9 @@ from voiced.asr.search import (
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
+
+if TYPE_CHECKING:
+    from voiced.sentencespace import SentenceSpace
 
 __all__ = ["RecognitionResult", "Recognizer", "RecognizerConfig", "Stream"]
 
@@ -82,7 +87,8 @@ class Stream:
         self.reset()
 
     def reset(self) -> None:
-        """Forget everything: ready for a new utterance with the same hotwords."""
+        """Forget everything: ready for a new utterance with the same hotwords (and the
+        recognizer's template sentences as they are now: see ``Recognizer.use_templates``)."""
         rec = self._recognizer
         self.features = OnlineFeatures(rec.fbank)
         self.states = rec.model.initial_states()
@@ -90,7 +96,7 @@ class Stream:
         self.finished = False
         self.results = ResultBuilder(rec.model.tokens, FRAME_SHIFT_S * SUBSAMPLING)
         self.search_state: GreedyState | BeamState = (
-            rec.search.start(self._graph) if isinstance(rec.search, BeamSearch) else rec.search.start()
+            rec.search.start(self._graph, rec.sentences) if isinstance(rec.search, BeamSearch) else rec.search.start()
         )
 
     def accept_waveform(self, samples: np.ndarray) -> None:
@@ -125,6 +131,8 @@ class Recognizer:
         else:
             self.search = GreedySearch(model, config.temperature)
         self._default_graph = self._graph(config.hotwords)
+        self.sentences: SentenceContext | None = None
+        """Template sentences the streams' beams follow (``use_templates``); None: free decoding only."""
 
     @classmethod
     def load(cls, directory: str | Path, config: RecognizerConfig | None = None,
@@ -132,6 +140,17 @@ class Recognizer:
         """``session`` (threads and their cores, from a hardware profile) overrides ``config.threads``."""
         config = config or RecognizerConfig()
         return cls(TransducerModel.load(directory, session or SessionOptions(threads=config.threads)), config)
+
+    def use_templates(self, commands: SentenceSpace | None, settings: TemplateSearch | None = None) -> None:
+        """Decode template-aware over ``commands`` (None: free decoding only), as Whisper's
+        ``use_templates``: every stream reset from now on carries a sentence beam beside its free
+        beam, and its final result is the best whole template sentence unless the free one is
+        more probable by more than ``settings.margin`` nats per token. Partial results stay the
+        free beam's. Needs modified beam search (greedy search has no beam to hold the sentences)."""
+        if commands is not None and self.config.method is not SearchMethod.MODIFIED_BEAM:
+            raise ValueError("template-aware decoding needs modified_beam_search")
+        self.sentences = None if commands is None else SentenceContext(
+            commands, self.model.tokens, self.model.context_size, settings)
 
     def _graph(self, phrases: Sequence[str]) -> ContextGraph | None:
         if self.config.method is not SearchMethod.MODIFIED_BEAM or not phrases:
@@ -175,7 +194,18 @@ class Recognizer:
         """The stream's result so far; only tokens new since the last call are turned into text."""
         state = stream.search_state
         if isinstance(state, BeamState):
+            choice = self.choose(stream) if stream.finished else None
+            if choice is not None:
+                best = choice.best
+                result = stream.results.build(best.tokens, best.frames, best.log_probs)
+                return replace(result, from_templates=True) if choice.from_templates else result
             hyp: Hypothesis = self.search.best(state, final=stream.finished)  # type: ignore[call-arg]
         else:
             hyp = state.hyp
         return stream.results.build(hyp.tokens, hyp.frames, hyp.log_probs)
+
+    def choose(self, stream: Stream) -> TemplateChoice | None:
+        """The free result and the best whole template sentence of the stream so far, with their
+        scores (for measuring the margin); None when the stream has no sentence beam."""
+        state = stream.search_state
+        return self.search.choose(state) if isinstance(state, BeamState) else None  # type: ignore[union-attr]

@@ -1,7 +1,10 @@
 """Transducer searches: greedy (as sherpa-onnx does it) and modified beam search with boosting.
 
 Both keep their per-utterance state in a small object owned by the stream, so the
-model stays shareable between streams.
+model stays shareable between streams. Beam search may also carry a sentence beam over the
+template sentences (``sentence_context.py``); it runs beside the free beam in its own decoder
+and joiner calls: an INT8 model's dynamic quantization scales activations over the whole batch,
+so sharing a batch would change the free paths.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import numpy as np
 
 from voiced.asr.context import ContextGraph, ContextState
 from voiced.asr.model import TransducerModel
+from voiced.asr.sentence_context import SentenceBeam, SentenceContext, TemplateChoice
 
 __all__ = ["BeamSearch", "GreedySearch", "Hypothesis", "SearchMethod"]
 
@@ -34,6 +38,8 @@ class Hypothesis:
     log_probs: tuple[float, ...] = ()
     """Per-token log probability (temperature-scaled), for confidences."""
     score: float = 0.0
+    bonus: float = 0.0
+    """The part of ``score`` that hotword boosts added: ``score - bonus`` is the acoustic log-probability."""
     context: ContextState | None = None
     trailing_blanks: int = 0
 
@@ -117,9 +123,10 @@ class BeamSearch:
         self.beam = max_active_paths
         self.temperature = temperature
 
-    def start(self, graph: ContextGraph | None = None) -> BeamState:
+    def start(self, graph: ContextGraph | None = None, sentences: SentenceContext | None = None) -> BeamState:
         root = graph.root if graph else None
-        return BeamState(hyps={(): Hypothesis(context=root)}, graph=graph)
+        return BeamState(hyps={(): Hypothesis(context=root)}, graph=graph,
+                         sentences=sentences.start() if sentences else None)
 
     def decode(self, state: BeamState, encoder_out: np.ndarray) -> None:
         model, vocab = self.model, self.model.vocab_size
@@ -147,6 +154,7 @@ class BeamSearch:
                         frames=h.frames + (state.frame_offset + t,),
                         log_probs=h.log_probs + (token_lp,),
                         score=score + bonus,
+                        bonus=h.bonus + bonus,
                         context=ctx,
                     )
                 old = merged.get(new.tokens)
@@ -154,18 +162,32 @@ class BeamSearch:
                     new = replace(old, score=float(np.logaddexp(old.score, new.score)))
                 merged[new.tokens] = new
             state.hyps = merged
+            if state.sentences is not None and state.sentences.alive:
+                free = max(h.score - h.bonus for h in merged.values())  # the best free path, bonuses left out
+                self._sentence_step(state.sentences, encoder_out[t : t + 1], state.frame_offset + t, free)
         state.frame_offset += encoder_out.shape[0]
 
+    def _sentence_step(self, beam: SentenceBeam, encoder_frame: np.ndarray, frame: int, free: float) -> None:
+        parents = beam.parents()
+        dec = self._cached_decoder(beam.cache, parents)
+        logits = self.model.run_joiner(np.repeat(encoder_frame, len(parents), axis=0), dec)
+        beam.step(parents, _log_softmax(logits), logits, frame, self.beam, self.temperature, free)
+
     def _decoder_out(self, state: BeamState, hyps: list[Hypothesis]) -> np.ndarray:
+        return self._cached_decoder(state.cache, hyps)
+
+    def _cached_decoder(self, cache: dict[tuple[int, ...], np.ndarray], hyps: list) -> np.ndarray:
         cs = self.model.context_size
         keys = [tuple(_context_row(h.tokens, cs)) for h in hyps]
-        missing = [k for k in dict.fromkeys(keys) if k not in state.cache]
+        missing = [k for k in dict.fromkeys(keys) if k not in cache]
         if missing:
             out = self.model.run_decoder(np.array(missing, np.int64))
-            state.cache.update(zip(missing, out))
-        if len(state.cache) > 64 * self.beam:  # keep only what the live paths use
-            state.cache = {k: state.cache[k] for k in keys}
-        return np.stack([state.cache[k] for k in keys])
+            cache.update(zip(missing, out))
+        if len(cache) > 64 * self.beam:  # keep only what the live paths use
+            kept = {k: cache[k] for k in keys}
+            cache.clear()
+            cache.update(kept)
+        return np.stack([cache[k] for k in keys])
 
     def best(self, state: BeamState, final: bool = False) -> Hypothesis:
         cs = self.model.context_size
@@ -177,10 +199,19 @@ class BeamSearch:
 
         return max(state.hyps.values(), key=normalized)
 
+    def choose(self, state: BeamState) -> TemplateChoice | None:
+        """At the end: the free result weighed against the sentence beam's best whole sentence
+        (None without a sentence beam)."""
+        if state.sentences is None:
+            return None
+        free = self.best(state, final=True)
+        return state.sentences.choose(free, free.score - free.bonus)
+
 
 @dataclass
 class BeamState:
     hyps: dict[tuple[int, ...], Hypothesis]
     graph: ContextGraph | None = None
+    sentences: SentenceBeam | None = None
     cache: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict)
     frame_offset: int = 0

@@ -112,6 +112,20 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="speech for the hotword figures")
     b.set_defaults(func=_intents)
 
+    b = bsub.add_parser("asr-templates", help="template-aware transducer decoding: cost per window, changed transcripts",
+                        description="Modified beam search with and without the sentence beam over Home Assistant's"
+                        " built-in English sentences (with names and areas): per-window and final decode time p50/p95"
+                        " on the first --timing-files files, and how many transcripts change on all files, by margin.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a streaming transducer")
+    b.add_argument("--timing-files", type=int, default=8, metavar="N")
+    b.add_argument("--runs", type=int, default=3, metavar="N", help="timing runs (default: %(default)s)")
+    b.add_argument("--names", type=int, default=5, metavar="N")
+    b.add_argument("--areas", type=int, default=3, metavar="N")
+    b.add_argument("--margin", type=float, default=1.5, help="[asr] template_margin (default: %(default)s)")
+    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    b.set_defaults(func=_asr_templates)
+
     b = bsub.add_parser("wake", help="wake words: detections, false accepts per hour, CPU vs openwakeword",
                         description="openWakeWord heads on real audio: which positives fire, false accepts per"
                         " hour on speech without the wake word, CPU per hour of audio for 1 and 4 heads beside the"
@@ -261,6 +275,13 @@ def _intents(args: argparse.Namespace) -> int:
     return _print(bench_intents(language=args.language, runs=args.runs, names=args.names, areas=args.areas,
                                 asr_model=args.asr_model, files=args.files,
                                 threads=args.threads, max_hotwords=args.max_hotwords or MAX_HOTWORDS))
+
+
+def _asr_templates(args: argparse.Namespace) -> int:
+    from voiced.bench.asr_templates import bench_asr_templates
+
+    return _print(bench_asr_templates(args.asr_model, args.files, timing_files=args.timing_files, runs=args.runs,
+                                      names=args.names, areas=args.areas, margin=args.margin, threads=args.threads))
 
 
 def _wyoming(args: argparse.Namespace) -> int:

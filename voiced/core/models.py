@@ -11,7 +11,9 @@ import logging
 import numpy as np
 
 from voiced.asr.loader import SpeechRecognizer, load_recognizer
-from voiced.asr.recognizer import RecognizerConfig
+from voiced.asr.recognizer import Recognizer, RecognizerConfig
+from voiced.asr.search import SearchMethod
+from voiced.asr.sentence_context import TemplateSearch
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.cloud import CloudRouter
@@ -103,14 +105,17 @@ class Models:
 
     def use_sentence_space(self, intents: IntentRecognizer) -> None:
         """Compile the templates' sentences once (at load and reload) for what uses them: intent-aware
-        endpointing and template-aware Whisper decoding."""
-        cfg = self.config
-        whisper = isinstance(self.recognizer, WhisperRecognizer) and cfg.asr.template_decoding
-        early = self.recognizer is not None and cfg.vad.endpoint.matched_silence_ms < cfg.vad.endpoint.min_silence_ms
-        self.commands = intents.sentence_space() if intents.enabled and (whisper or early) else None
-        if isinstance(self.recognizer, WhisperRecognizer):
-            self.recognizer.use_templates(self.commands if whisper else None,
-                                          TemplateDecoding(margin=cfg.asr.template_margin))
+        endpointing and template-aware decoding (Whisper, and transducers with modified beam search)."""
+        cfg, rec = self.config, self.recognizer
+        beam = isinstance(rec, Recognizer) and rec.config.method is SearchMethod.MODIFIED_BEAM
+        templates = cfg.asr.template_decoding and (isinstance(rec, WhisperRecognizer) or beam)
+        early = rec is not None and cfg.vad.endpoint.matched_silence_ms < cfg.vad.endpoint.min_silence_ms
+        self.commands = intents.sentence_space() if intents.enabled and (templates or early) else None
+        space = self.commands if templates else None
+        if isinstance(rec, WhisperRecognizer):
+            rec.use_templates(space, TemplateDecoding(margin=cfg.asr.template_margin))
+        elif isinstance(rec, Recognizer) and beam:  # streams take it from their next utterance on
+            rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost))
 
     def new_listener(self, keep_audio: bool | None = None) -> Listener:
         """A listener (endpointer + recognizer stream) over the shared models; one per audio stream."""
