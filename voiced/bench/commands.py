@@ -119,8 +119,11 @@ def joe_voice() -> Path | None:
 
 
 def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 1, ct2_dir: Path | None = None,
-                   voice: Path | None = None, hifitts: bool = True) -> dict[str, object]:
-    """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side."""
+                   voice: Path | None = None, hifitts: bool = True, analyze: bool = False) -> dict[str, object]:
+    """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side.
+
+    ``analyze``: also classify the development split's wrong intents (search or model errors, see
+    ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
     from voiced.asr.whisper_templates import TemplateDecoding
     from voiced.audio.wav import read_wav
@@ -162,10 +165,15 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     margin = min(MARGINS, key=lambda m: (sweep[str(m)], m))
     pick = lambda idx: ([refs[i] for i in idx], [wanted[i] for i in idx])  # noqa: E731
     test_refs, test_wanted = pick(test)
+    dev_refs, dev_wanted = pick(dev)
     report: dict[str, object] = {
         "commands": len(commands), "dev": len(dev), "test_split": len(test), "seed": seed,
         "space_build_s": round(build_s, 2), "space_states": space.state_count,
         "dev_wer_by_margin": sweep, "margin_chosen_on_dev": margin,
+        "dev_split": {
+            "free": _figures(dev_refs, [text(choices[i].free[0]) for i in dev], dev_wanted, recognizer),
+            "template_aware": _figures(dev_refs, texts_at(margin, dev), dev_wanted, recognizer),
+        },
         "test": {
             "free": _figures(test_refs, [text(choices[i].free[0]) for i in test], test_wanted, recognizer),
             "template_aware": _figures(test_refs, texts_at(margin, test), test_wanted, recognizer),
@@ -174,6 +182,12 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
                                "template_aware_p50": round(1000 * float(np.median(template_s)), 1)},
     }
     ct2_dir = ct2_dir or default_ct2_dir()
+    if analyze and ct2_dir is not None:
+        from voiced.bench.commands_analysis import classify
+
+        report["dev_analysis"] = classify(
+            whisper, [commands[i] for i in dev], [audio[i] for i in dev], [choices[i].with_margin(margin) for i in dev],
+            lambda t: _key(recognizer.recognize(t)), ct2_dir / "tokenizer.json")
     if ct2_dir is not None:
         fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test])
         report["test"]["faster_whisper_int8"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
