@@ -46,7 +46,7 @@ __all__ = ["SentenceBeam", "SentenceContext", "SentenceHyp", "TemplateChoice", "
 class TemplateSearch:
     """How the sentence beam is searched and how its result is weighed against the free one."""
 
-    margin: float = 1.5
+    margin: float = 3.0
     """The free result wins only when its log-probability per token exceeds the best whole
     sentence's by more than this many nats (``[asr] template_margin``, shared with Whisper)."""
     boost: float = 1.5
