@@ -92,10 +92,6 @@ class TransducerModel:
         self.encoder = create_session(files.encoder, options)
         self.decoder = create_session(files.decoder, options)
         self.joiner = create_session(files.joiner, options)
-        # Dynamic quantization scales a whole batch by its overall range, so with it a row's
-        # logits depend on the rows beside it and frames must be joined one at a time.
-        self.joiner_rows_independent = b"DynamicQuantizeLinear" not in Path(files.joiner).read_bytes()
-        """The joiner scores each row of a batch as it would alone (no dynamic quantization)."""
         meta = self.encoder.get_modelmeta().custom_metadata_map
         raw_type = meta.get("model_type", "")
         try:

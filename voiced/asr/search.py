@@ -77,30 +77,19 @@ class GreedySearch:
         hyp = state.hyp
         tokens, frames, log_probs = list(hyp.tokens), list(hyp.frames), list(hyp.log_probs)
         blanks = hyp.trailing_blanks
-        n, t = encoder_out.shape[0], 0
-        batch = n if model.joiner_rows_independent else 1
-        while t < n:
-            # One joiner call for every frame left, all against the current decoder output: the
-            # leading blanks are accepted as they are, and the frames after the first symbol are
-            # scored again once the decoder has seen it (the frame-by-frame search's tokens).
-            m = min(batch, n - t)
-            logits = model.run_joiner(encoder_out[t:t + m], np.repeat(state.decoder_out, m, axis=0))
-            ys = logits.argmax(axis=1)
-            symbol = np.flatnonzero((ys != BLANK) & (ys != self.unk_id))
-            if not len(symbol):
-                blanks += m
-                t += m
+        for t in range(encoder_out.shape[0]):
+            logits = model.run_joiner(encoder_out[t : t + 1], state.decoder_out)[0]
+            y = int(logits.argmax())
+            if y == BLANK or y == self.unk_id:
+                blanks += 1
                 continue
-            k = int(symbol[0])
-            y = int(ys[k])
-            blanks = 0
             tokens.append(y)
-            frames.append(state.frame_offset + t + k)
-            log_probs.append(float(_log_softmax(logits[k] / self.temperature)[y]))
+            frames.append(state.frame_offset + t)
+            log_probs.append(float(_log_softmax(logits / self.temperature)[y]))
+            blanks = 0
             row = _context_row(tuple(tokens), model.context_size)
             state.decoder_out = model.run_decoder(np.array([row], np.int64))
-            t += k + 1
-        state.frame_offset += n
+        state.frame_offset += encoder_out.shape[0]
         state.hyp = replace(hyp, tokens=tuple(tokens), frames=tuple(frames), log_probs=tuple(log_probs), trailing_blanks=blanks)
 
     def best(self, state: GreedyState) -> Hypothesis:
