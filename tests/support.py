@@ -42,3 +42,13 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError("no free port outside the ephemeral range")
+
+
+def int8_kernels_saturate() -> bool:
+    """x86 with AVX2 but no VNNI: ONNX Runtime's u8×s8 integer kernels add pairs of products in
+    int16 (VPMADDUBSW), which saturates, so INT8 models lose accuracy there (ORT's documented caveat)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx2" in flags and "vnni" not in flags

@@ -18,6 +18,7 @@ from quantize.methods import choose_method, unfuse_gemm
 from quantize.options import Kind, Method, PerChannel, QuantizeOptions
 from quantize.progress import set_quiet
 from quantize.tool import quantize_model
+from tests.support import int8_kernels_saturate
 from tests.quantize.graphs import (
     conv_net,
     custom_op_net,
@@ -77,22 +78,13 @@ def test_auto_on_a_conv_graph_without_data_asks_for_calibration(graphs) -> None:
 # ------------------------------------------------------------------------------ each method
 
 
-def _vnni() -> bool:
-    """x86 with VNNI (or not x86): ONNX Runtime's u8s8 integer kernels do not saturate."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True
-    return "avx2" not in flags or "vnni" in flags
-
-
 def test_dynamic_mlp_end_to_end(graphs, tmp_path) -> None:
     out = tmp_path / "mlp.int8.onnx"
     # AVX2 without VNNI adds pairs of u8*s8 products in int16, which saturates: 7-bit weights
     # (--reduce-range) are the remedy there (measured on an AMD EPYC with AVX2 only: cosine 0.9977
     # with 8-bit weights)
     report = quantize_model(graphs["mlp"], output=out, kind=Kind.NPZ, npz=graphs["mlp_npz"],
-                            options=QuantizeOptions(speed_runs=20, reduce_range=not _vnni()))
+                            options=QuantizeOptions(speed_runs=20, reduce_range=int8_kernels_saturate()))
     assert report.method == "dynamic" and report.passed, report.summary()
     assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops_of(out)
     assert report.task.metric.startswith("top-1") and report.task.agreement >= 0.95
