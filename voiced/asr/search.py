@@ -15,6 +15,7 @@ from enum import Enum
 import numpy as np
 
 from voiced.asr.context import ContextGraph, ContextState
+from voiced.asr.logprob import log_softmax
 from voiced.asr.model import TransducerModel
 from voiced.asr.sentence_context import SentenceBeam, SentenceContext, TemplateChoice
 
@@ -42,11 +43,6 @@ class Hypothesis:
     """The part of ``score`` that hotword boosts added: ``score - bonus`` is the acoustic log-probability."""
     context: ContextState | None = None
     trailing_blanks: int = 0
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 NO_TOKEN = -1
@@ -85,7 +81,7 @@ class GreedySearch:
                 continue
             tokens.append(y)
             frames.append(state.frame_offset + t)
-            log_probs.append(float(_log_softmax(logits / self.temperature)[y]))
+            log_probs.append(float(log_softmax(logits / self.temperature)[y]))
             blanks = 0
             row = _context_row(tuple(tokens), model.context_size)
             state.decoder_out = model.run_decoder(np.array([row], np.int64))
@@ -121,10 +117,10 @@ class BeamSearch:
         model, vocab = self.model, self.model.vocab_size
         for t in range(encoder_out.shape[0]):
             prev = list(state.hyps.values())
-            dec = self._decoder_out(state, prev)
+            dec = self._cached_decoder(state.cache, prev)
             enc = np.repeat(encoder_out[t : t + 1], len(prev), axis=0)
             logits = model.run_joiner(enc, dec)
-            logp = _log_softmax(logits) + np.array([[h.score] for h in prev], np.float32)
+            logp = log_softmax(logits) + np.array([[h.score] for h in prev], np.float32)
             flat = logp.ravel()
             k = min(self.beam, flat.size)
             top = np.argpartition(-flat, k - 1)[:k]
@@ -137,7 +133,7 @@ class BeamSearch:
                     new = replace(h, score=score, trailing_blanks=h.trailing_blanks + 1)
                 else:
                     bonus, ctx = (0.0, h.context) if state.graph is None else state.graph.step(h.context, y)
-                    token_lp = float(_log_softmax(logits[int(index) // vocab] / self.temperature)[y])
+                    token_lp = float(log_softmax(logits[int(index) // vocab] / self.temperature)[y])
                     new = Hypothesis(
                         tokens=h.tokens + (y,),
                         frames=h.frames + (state.frame_offset + t,),
@@ -160,10 +156,7 @@ class BeamSearch:
         parents = beam.parents()
         dec = self._cached_decoder(beam.cache, parents)
         logits = self.model.run_joiner(np.repeat(encoder_frame, len(parents), axis=0), dec)
-        beam.step(parents, _log_softmax(logits), logits, frame, self.beam, self.temperature, free)
-
-    def _decoder_out(self, state: BeamState, hyps: list[Hypothesis]) -> np.ndarray:
-        return self._cached_decoder(state.cache, hyps)
+        beam.step(parents, log_softmax(logits), logits, frame, self.beam, self.temperature, free)
 
     def _cached_decoder(self, cache: dict[tuple[int, ...], np.ndarray], hyps: list) -> np.ndarray:
         cs = self.model.context_size

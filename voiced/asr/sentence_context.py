@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from voiced.asr.logprob import log_softmax
 from voiced.asr.sentence_walk import TextWalk, TokenPieces
 from voiced.asr.tokens import SymbolTable
 from voiced.errors import ConfigError
@@ -192,7 +193,7 @@ class SentenceBeam:
             if y in keeps:
                 new = SentenceHyp(p.tokens, p.frames, p.log_probs, acoustic, p.text)
             else:
-                token_lp = float(_log_softmax(logits[i] / temperature)[y])
+                token_lp = float(log_softmax(logits[i] / temperature)[y])
                 new = SentenceHyp(p.tokens + (y,), p.frames + (frame,), p.log_probs + (token_lp,), acoustic,
                                   p.text + pieces.shown[y])
             old = merged.get(new.tokens)
@@ -238,8 +239,3 @@ class SentenceBeam:
             return TemplateChoice(free, free_pt, None, None, margin, free_is_sentence=True)
         sentence = self.best_whole()
         return TemplateChoice(free, free_pt, sentence, None if sentence is None else self._per_token(sentence), margin)
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from voiced.asr.logprob import log_softmax
 from voiced.errors import ConfigError
 from voiced.sentencespace import SentenceSpace, SpaceWalker
 
@@ -115,17 +116,12 @@ def _plain(piece: str) -> bool:
             and all(c.isalnum() or c.isspace() or c in "'%-" or c in _SENTENCE_MARKS for c in piece))
 
 
-def _log_softmax(row: np.ndarray) -> np.ndarray:
-    shifted = row - row.max()
-    return shifted - np.log(np.exp(shifted).sum())
-
-
 def _score(model: WhisperModel, cross_k: ort.OrtValue, cross_v: ort.OrtValue, initial: list[int],
            tokens: list[int]) -> float:
     """Log-probability of ``tokens`` then end of text, in one teacher-forced decoder call."""
     logits, _, _ = model.decode_step(np.array([initial + tokens], np.int64), None, None, cross_k, cross_v, 0)
     rows = logits[0, len(initial) - 1:]
-    return float(sum(_log_softmax(rows[i])[t] for i, t in enumerate([*tokens, model.eot])))
+    return float(sum(log_softmax(rows[i])[t] for i, t in enumerate([*tokens, model.eot])))
 
 
 @dataclass
@@ -203,7 +199,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
     logits, k_cache, v_cache = model.decode_step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
     limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
     order = itertools.count()  # ties: the earlier first
-    root = _Hyp([], [], 0.0, space.walker(wildcards=False), _log_softmax(logits[0, -1]), (k_cache, v_cache))
+    root = _Hyp([], [], 0.0, space.walker(wildcards=False), log_softmax(logits[0, -1]), (k_cache, v_cache))
     queue: list[tuple[float, int, _Hyp]] = [(0.0, next(order), root)]
     steps = 0
 
@@ -211,7 +207,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
         k, v = hyp.cache  # type: ignore[misc]
         logits, k, v = model.decode_step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
                                          len(initial) + len(hyp.tokens) - 1)
-        hyp.row, hyp.cache = _log_softmax(logits[0, -1]), (k, v)
+        hyp.row, hyp.cache = log_softmax(logits[0, -1]), (k, v)
 
     def children(hyp: _Hyp, cap: int) -> list[_Hyp]:
         found = []
