@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import copy
 import re
-from bisect import bisect_left
 import string
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum

@@ -16,23 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from voiced.audio.frames import SAMPLE_RATE, Windower
-from voiced.bench.common import measure_process
+from voiced.bench.common import measure_process, read_samples
 
 __all__ = ["bench_asr", "bench_asr_long"]
 
 
 def _pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 3) if values else 0.0
-
-
-def _read(files: Sequence[Path]) -> list[np.ndarray]:
-    from voiced.audio.source import WavSource
-
-    out = []
-    for f in files:
-        with WavSource(f) as src:
-            out.append(np.concatenate(list(src.chunks())))
-    return out
 
 
 def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frames: int,
@@ -125,7 +115,7 @@ def bench_asr(model_dir: Path, files: Sequence[Path], threads: int = 1, referenc
     from voiced.asr.model import ModelFiles
 
     model_files = ModelFiles.find(model_dir)
-    audio = _read(files)
+    audio = read_samples(files)
     report: dict[str, object] = {
         "model": str(model_dir),
         "encoder": model_files.encoder.name,
@@ -168,7 +158,7 @@ def bench_asr_long(model_dir: Path, files: Sequence[Path], threads: int = 1, run
     from voiced.bench.common import median
 
     model_files = ModelFiles.find(model_dir)
-    audio = np.concatenate(_read(files))
+    audio = np.concatenate(read_samples(files))
     with tempfile.TemporaryDirectory() as tmp:
         long = Path(tmp) / "long.wav"
         write_wav(long, audio[:, None], SAMPLE_RATE)

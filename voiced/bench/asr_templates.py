@@ -25,21 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voiced.bench.common import stats
+from voiced.bench.common import read_samples, stats
 
 __all__ = ["MARGINS", "bench_asr_templates"]
 
 MARGINS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 """Margins (nats per token) the changes are counted at, beside the configured one."""
-
-
-def _audio(path: Path):
-    import numpy as np
-
-    from voiced.audio.source import WavSource
-
-    with WavSource(path) as src:
-        return np.concatenate(list(src.chunks()))
 
 
 def _decode(rec: Any, samples: Any) -> tuple[Any, Any, list[tuple[float, bool]], float]:
@@ -61,7 +52,7 @@ def _decode(rec: Any, samples: Any) -> tuple[Any, Any, list[tuple[float, bool]],
 
 
 def bench_asr_templates(asr_model: Path, files: Sequence[Path], *, timing_files: int = 8, runs: int = 3,
-                        names: int = 5, areas: int = 3, margin: float = 1.5, threads: int = 1) -> dict[str, Any]:
+                        names: int = 5, areas: int = 3, margin: float | None = None, threads: int = 1) -> dict[str, Any]:
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
     from voiced.asr.search import SearchMethod
     from voiced.asr.sentence_context import TemplateSearch
@@ -80,6 +71,8 @@ def bench_asr_templates(asr_model: Path, files: Sequence[Path], *, timing_files:
     prepare_ms = {}
     # the daemon's settings, and the same without the prune bound (what the bound saves, and that
     # the margin alone keeps read speech)
+    if margin is None:  # the daemon's default ([asr] template_margin)
+        margin = TemplateSearch().margin
     for name, settings in (("templates", TemplateSearch(margin=margin)),
                            ("templates_unbounded", TemplateSearch(margin=margin, prune=10_000.0))):
         engines[name] = Recognizer(free.model, config)  # the same loaded model
@@ -87,7 +80,7 @@ def bench_asr_templates(asr_model: Path, files: Sequence[Path], *, timing_files:
         engines[name].use_templates(space, settings)
         prepare_ms[name] = round((time.perf_counter() - t) * 1e3, 1)
 
-    audio = [_audio(f) for f in files]
+    audio = read_samples(files)
     timed = audio[:timing_files]
     windows: dict[str, list[tuple[float, bool]]] = {name: [] for name in engines}
     finals: dict[str, list[float]] = {name: [] for name in engines}

@@ -123,7 +123,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--runs", type=int, default=3, metavar="N", help="timing runs (default: %(default)s)")
     b.add_argument("--names", type=int, default=5, metavar="N")
     b.add_argument("--areas", type=int, default=3, metavar="N")
-    b.add_argument("--margin", type=float, default=1.5, help="[asr] template_margin (default: %(default)s)")
+    b.add_argument("--margin", type=float, default=None, help="[asr] template_margin (default: the daemon's)")
     b.add_argument("--threads", type=int, default=1, metavar="N")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_asr_templates)

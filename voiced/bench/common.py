@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = [
     "cpu_model", "machine", "measure_process", "median", "percentile", "proc_cpu_seconds", "proc_peak_rss_mb",
-    "stats", "time_calls",
+    "read_samples", "stats", "time_calls",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -37,6 +37,19 @@ def measure_process(cmd: Sequence[str]) -> dict[str, float]:
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
     }
+
+
+def read_samples(files: Sequence[Path]) -> list[Any]:
+    """Each file's 16 kHz mono float samples, read as the daemon reads a file source (any format)."""
+    import numpy as np
+
+    from voiced.audio.source import WavSource
+
+    out = []
+    for f in files:
+        with WavSource(f) as src:
+            out.append(np.concatenate(list(src.chunks())))
+    return out
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

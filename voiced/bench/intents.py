@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voiced.bench.common import median, stats
+from voiced.bench.common import median, read_samples, stats
 from voiced.intentconfig import BuiltinSet, IntentsSection, SlotLists
 from voiced.intents import MAX_HOTWORDS, IntentRecognizer
 
@@ -145,17 +145,11 @@ def _recognition(sections: dict[str, IntentsSection], utterances: Sequence[str],
 def _hotwords(recognizer: IntentRecognizer, model: Path, files: Sequence[Path], runs: int, threads: int,
               limit: int) -> dict[str, Any]:
     """Beam search over the same audio with no, bounded and unbounded hotwords, in turns."""
-    import numpy as np
-
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
     from voiced.asr.search import SearchMethod
     from voiced.audio.frames import SAMPLE_RATE, Windower
-    from voiced.audio.source import WavSource
 
-    audio = []
-    for f in files:
-        with WavSource(f) as src:
-            audio.append(np.concatenate(list(src.chunks())))
+    audio = read_samples(files)
     seconds = sum(len(a) for a in audio) / SAMPLE_RATE
     lists = {"none": [], "bounded": recognizer.hotwords(limit), "all": recognizer.vocabulary()}
     engines: dict[str, Recognizer] = {}

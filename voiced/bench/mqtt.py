@@ -19,6 +19,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from voiced.bench.broker import Mosquitto
+from voiced.bench.common import read_samples
 
 __all__ = ["bench_mqtt"]
 
@@ -154,7 +155,6 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
                voice: Path | None = None, commands: Sequence[str] = COMMANDS) -> dict[str, object]:
     """Utterance files through the daemon (greedy transducer); with ``voice`` (a Piper voice) and a
     Whisper ``asr_model``, also spoken commands with intent-aware endpointing on and off, same run."""
-    from voiced.audio.source import WavSource
 
     report: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,10 +163,7 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
         listener = _Listener(broker.port)
         try:
             if files:
-                parts = []
-                for f in files:
-                    with WavSource(f) as src:  # any format, as the daemon would read it
-                        parts.append(np.concatenate(list(src.chunks())))
+                parts = read_samples(files)  # any format, as the daemon would read it
                 latencies, got = _daemon_run(
                     work, broker.port, listener, _utterances_wav(work, parts), len(files),
                     {"model": str(asr_model), "method": "greedy_search"}, vad_model,
