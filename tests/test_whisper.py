@@ -30,6 +30,14 @@ def _files(speech: Path) -> list[Path]:
     return [speech / "jfk" / "jfk.wav", speech / "misc_en" / "beckett.wav", *hifi]
 
 
+def diagnostic_files(speech: Path) -> list[Path]:
+    """jfk, beckett and every fourth hifitts file (31): for the tests that say *why* the 118-file
+    token tests hold (same features, same decoding under sherpa's runtime), which cost a child
+    process or a model per file; the token tests themselves decode all 118."""
+    files = _files(speech)
+    return [*files[:2], *files[2::4]]
+
+
 def _samples(path: Path) -> np.ndarray:
     audio, rate = read_wav(path)
     assert rate == 16000
@@ -107,13 +115,13 @@ def sherpa_side_ort() -> tuple[Path, str]:
 
 
 @pytest.mark.shared
-def test_int8_tokens_equal_sherpa_onnx_on_every_real_file_under_sherpas_onnxruntime(
+def test_int8_tokens_equal_sherpa_onnx_under_sherpas_onnxruntime(
         sherpa_side_ort, whisper_int8_dir, sherpa_int8, shared) -> None:
     """The decoding itself is sherpa-onnx's: voiced, run in a child process on an onnxruntime of the version
     sherpa-onnx bundles (installed beside the venv, see tests/sherpa_ort.py), gives sherpa-onnx's tokens on
-    every one of the 118 real files with the INT8 model."""
+    the real files with the INT8 model (31 of them: see ``diagnostic_files``)."""
     side, bundled = sherpa_side_ort
-    files = _files(shared / "speech")
+    files = diagnostic_files(shared / "speech")
     # the side onnxruntime first; the checkout and whatever the parent's path held after it
     path = os.pathsep.join([str(side), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     out = subprocess.run([sys.executable, "-m", "tests.whisper_tokens_child", str(whisper_int8_dir), *map(str, files)],
