@@ -75,19 +75,22 @@ def test_a_whole_command_ends_sooner_and_free_speech_does_not(tmp_path: Path, wh
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("cadence_s", [1.0, 2.5])
+@pytest.mark.parametrize(("cadence_s", "at_pause"), [(0.0, True), (2.5, True), (2.5, False)])
 def test_a_pause_is_decoded_at_once_so_a_slow_partial_cadence_still_ends_early(
-        tmp_path: Path, whisper_model_dir, speech, models, cadence_s: float) -> None:
-    """With partials every 1 or 2.5 s this command's whole text would be known only at the next mark,
-    after the 700 ms silence (measured: the end came 0.78 s after speech): the decode at the pause
-    makes it known while the 250 ms run."""
+        tmp_path: Path, whisper_model_dir, speech, models, cadence_s: float, at_pause: bool) -> None:
+    """With no partials, or partials every 2.5 s, this command's whole text would be known only at
+    the end, after the 700 ms silence (the ``at_pause=False`` case): the decode at the pause makes
+    it known while the 250 ms run."""
     (tmp_path / "intents.yaml").write_text(TEMPLATES)
     intents = IntentRecognizer.load([tmp_path / "intents.yaml"])
-    recognizer = load_recognizer(whisper_model_dir, whisper=WhisperConfig(partial_every_s=cadence_s))
+    recognizer = load_recognizer(whisper_model_dir,
+                                 whisper=WhisperConfig(partial_every_s=cadence_s, decode_at_pause=at_pause))
     silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
     gap = np.zeros(24_000, np.float32)
     audio = np.concatenate([gap, _spoken("Turn on the porch light.", exact=True), gap])
     [(text, after_speech)] = _finals(audio, recognizer, silero, intents.sentence_space(), matched_ms=250)
     assert _intent(intents, text) == ("HassTurnOn", {"name": "porch light"})
-    assert after_speech < 0.35  # 250 ms of silence and the window it ends in, whatever the cadence
-
+    if at_pause:
+        assert after_speech < 0.35  # 250 ms of silence and the window it ends in, whatever the cadence
+    else:
+        assert after_speech >= 0.7  # the whole min_silence_ms: nothing knew the command was whole

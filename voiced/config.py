@@ -133,10 +133,12 @@ class AsrSection:
     """Nats per token by which the free transcript must beat the template one to be kept (chosen on
     the development half of ``voiced bench commands``)."""
     whisper_partial_every_s: float = 0.0
-    """Whisper: re-decode the growing utterance this often for partial results, which intent-aware
-    endpointing ([vad.endpoint] matched_silence_ms) needs, and at the first silent window of each
-    pause in speech (so a slow cadence still ends a whole command early); each costs a decode of
-    what was said so far. 0: final results only. Transducers give partials every window anyway."""
+    """Whisper: re-decode the growing utterance this often for partial results (each costs a decode
+    of what was said so far). 0: no periodic partials. Transducers give partials every window anyway."""
+    whisper_decode_at_pause: bool = True
+    """Whisper with intent-aware endpointing ([vad.endpoint] matched_silence_ms): decode what was
+    said at the first silent window of each pause in speech, so a whole command ends after the
+    short matched silence without periodic partials. One decode per pause."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_active_paths <= 64:

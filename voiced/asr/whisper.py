@@ -53,6 +53,10 @@ class WhisperConfig:
     partial_every_s: float = 0.0
     """Re-decode the growing utterance this often for partial results; 0 = final results only.
     Each partial costs a whole decode of what was said so far."""
+    decode_at_pause: bool = True
+    """Honour ``decode_at_pause`` (the listener asks at the first silent window of a pause, only
+    with intent-aware endpointing): a whole command is then known while its short silence runs,
+    partials on or off. Costs one decode of what was said so far per pause."""
     threads: int = 1
     """ONNX Runtime intra-op threads per session."""
 
@@ -171,9 +175,9 @@ class WhisperRecognizer:
             self.decode(stream)
 
     def decode_at_pause(self, stream: WhisperStream) -> None:
-        """Speech paused: with partials on, decode what was said now rather than at the next
-        ``partial_every_s`` mark, so a whole command is known while its trailing silence runs."""
-        if self._partial_samples > 0 and not stream.finished and stream.num_samples > stream.decoded_samples:
+        """Speech paused: decode what was said now rather than at the next ``partial_every_s``
+        mark (or at the end), so a whole command is known while its trailing silence runs."""
+        if self.config.decode_at_pause and not stream.finished and stream.num_samples > stream.decoded_samples:
             self.decode(stream)
 
     def finish(self, stream: WhisperStream) -> RecognitionResult:

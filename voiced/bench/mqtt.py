@@ -193,15 +193,17 @@ def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, v
                            / 32768, voice.sample_rate, 16_000).astype(np.float32) for text in commands]
     audio = _utterances_wav(work, parts)
     runs: dict[str, object] = {}
-    # the third run: partials once a second, the pause's own decode doing the work (fewer decodes)
-    for name, matched, every_s in (("full_silence", 700, 0.2), ("intent_aware", 250, 0.2),
-                                   ("intent_aware_partials_1s", 250, 1.0)):
-        asr = {"model": str(asr_model), "whisper_partial_every_s": every_s}
+    # (name, matched_silence_ms, whisper_partial_every_s, whisper_decode_at_pause): the daemon's
+    # default is the last one (no partials, a decode at each pause)
+    setups = (("full_silence", 700, 0.0, False), ("intent_aware_partials_0.2s", 250, 0.2, True),
+              ("intent_aware_partials_1s", 250, 1.0, True), ("intent_aware_at_pause", 250, 0.0, True))
+    for name, matched, every_s, at_pause in setups:
+        asr = {"model": str(asr_model), "whisper_partial_every_s": every_s, "whisper_decode_at_pause": at_pause}
         latencies, got = _daemon_run(work, port, listener, audio, len(commands), asr, vad_model, COMMAND_TEMPLATES,
                                      {"min_silence_ms": 700, "matched_silence_ms": matched})
         runs[name] = {**_pcts(latencies), "answers": [topic.rsplit("/", 1)[-1] for topic, _ in got],
-                      "whisper_partial_every_s": every_s}
-    answers = [runs[name]["answers"] for name in ("full_silence", "intent_aware", "intent_aware_partials_1s")]  # type: ignore[index]
+                      "whisper_partial_every_s": every_s, "whisper_decode_at_pause": at_pause}
+    answers = [runs[name]["answers"] for name, *_ in setups]  # type: ignore[index]
     runs["same_intents"] = all(a == answers[0] for a in answers)
     runs["commands"] = list(commands)
     return runs

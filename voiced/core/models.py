@@ -73,7 +73,8 @@ class Models:
                 hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
                 tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
             ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
-                             partial_every_s=cfg.asr.whisper_partial_every_s), session)
+                             partial_every_s=cfg.asr.whisper_partial_every_s,
+                             decode_at_pause=cfg.asr.whisper_decode_at_pause), session)
         m.use_sentence_space(m.intents)
         if cfg.vad.kind is VadKind.SILERO:
             m.silero = SileroVad.load(cfg.vad.model, profile.session_options(OnnxRole.VAD))
