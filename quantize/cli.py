@@ -106,10 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also decode with FP32 weights rounded to FP16: how sensitive the model itself is")
     _add_common(p)
     p.set_defaults(func=_cmd_asr)
-    p = sub.add_parser("wake-stream", help="rewrite openWakeWord's embedding model to stream (exact, ~4x less CPU)",
-                       description="Write DIR/embedding_model.stream.onnx (+ manifest): the same network computing"
-                       " only each 80 ms frame's new mel frames, with caches for the rest. Validated against the"
-                       " published model on --audio (or openWakeWord's start-up noise); the wake stage uses it when present.")
+    p = sub.add_parser("wake-stream", help="openWakeWord's front end as one streaming graph (exact, ~1/3 of the CPU)",
+                       description="Write DIR/frontend.stream.onnx (+ manifest): melspectrogram.onnx and"
+                       " embedding_model.onnx joined into one graph that takes a 100 ms window's samples in one call,"
+                       " clips the mel per 80 ms frame as per-frame calls do, and computes only each frame's new"
+                       " embedding-layer frames, with caches for the rest. Validated against the published models on"
+                       " --audio (or openWakeWord's start-up noise); the wake word uses it when present.")
     p.add_argument("directory", type=Path, metavar="DIR", help="folder with embedding_model.onnx and melspectrogram.onnx")
     p.add_argument("--audio", type=Path, action="append", default=[], metavar="PATH",
                    help="WAV files or directories (recursive) to compare the two forms on")

@@ -1,18 +1,28 @@
-"""``voiced-quantize wake-stream DIR``: openWakeWord's embedding model rewritten to stream, exactly.
+"""``voiced-quantize wake-stream DIR``: openWakeWord's front end as one streaming graph, exactly.
 
-    report = write_stream("models/openwakeword")   # embedding_model.stream.onnx + .json beside it
+    report = write_stream("models/openwakeword")   # frontend.stream.onnx + .json beside the models
 
-The published model maps a 76-frame mel window to one embedding and is run every 8 mel frames, so
-68 of its 76 input frames, and the same share of every layer's frames, were computed for the
-window before. Along time it has only unpadded convolutions (stride 1) and poolings whose
-strides multiply to 8, the step between windows: a layer's frames for the next window are its
-frames for this one shifted by 8 / (stride so far), with the pooling pairs in the same phase. So
-each convolution with a time kernel of k gets a cache of the last k - 1 frames of its input
-(``Concat`` before it, ``Slice`` of the last k - 1 as the next cache), and the model takes only
-the 8n new mel frames. Nothing is approximated: the convolutions see the same numbers.
+Two rewrites, then one graph (``voiced.wake.frontend`` runs it):
 
-Validation: embeddings of both forms on real audio (or openWakeWord's noise) must agree within
-``tolerance``; the figures go into the manifest beside the output, which the daemon checks at load.
+- **Embedding.** The published model maps a 76-frame mel window to one embedding and is run
+  every 8 mel frames, so 68 of its 76 input frames, and the same share of every layer's frames,
+  were computed for the window before. Along time it has only unpadded convolutions (stride 1)
+  and poolings whose strides multiply to 8, the step between windows: a layer's frames for the
+  next window are its frames for this one shifted by 8 / (stride so far), with the pooling pairs
+  in the same phase. So each convolution with a time kernel of k gets a cache of the last k - 1
+  frames of its input (``Concat`` before it, ``Slice`` of the last k - 1 as the next cache), and
+  the model takes only the 8n new mel frames.
+- **Mel.** ``melspectrogram.onnx`` clips its output to 80 dB under the loudest value of the whole
+  call, which is why openWakeWord calls it once per 80 ms frame. Here the clip floor is taken per
+  frame's 8 mel frames (``ReduceMax`` over each group instead of everything), so one call over n
+  frames (with the same 480 samples of context) gives what n calls give; ``x / 10 + 2`` follows.
+
+The mel output feeds the embedding part; the caches after openWakeWord's initial mel history (76
+frames of ones) are stored in the model's metadata. Nothing is approximated: every convolution
+sees the same numbers. Validation: embeddings of the published models (a mel call per frame, a
+window per frame) and of the graph on real audio (or openWakeWord's noise), fed one and two
+frames per call, must agree within ``tolerance``; the figures go into the manifest beside the
+output, which the daemon checks at load.
 """
 
 from __future__ import annotations
@@ -27,19 +37,24 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from quantize.calibration import find_audio
-from quantize.frontends import OwwFrontEnd, load_audio, oww_noise
+from quantize.frontends import load_audio, oww_noise
 from quantize.graph import load_onnx
 from quantize.manifest import write_manifest
 from quantize.progress import say
 from voiced.errors import ConfigError, ModelError
-from voiced.models.manifest import manifest_path
+from voiced.models.manifest import manifest_path, sha256_file
 from voiced.runtime.onnx import SessionOptions, create_session
-from voiced.wake.embedding import (
-    EMBEDDING, MEL_BINS, MEL_PER_FRAME, STREAM_MEL_INPUT, STREAM_OUTPUT, WINDOW, StreamingEmbedding,
-    WindowEmbedding, stream_path,
+from voiced.wake.frontend import (
+    CACHES_METADATA, EMBEDDING, FRAME_SAMPLES, FRONTEND_STREAM, MEL_BINS, MEL_CONTEXT, MEL_PER_FRAME, ONES,
+    STREAM_AUDIO_INPUT, STREAM_OUTPUT, WARMUP_MEL, WINDOW, StreamingFrontEnd, WindowFrontEnd, encode_caches,
 )
 
-__all__ = ["StreamReport", "stream_embedding_model", "write_stream"]
+__all__ = ["StreamReport", "stream_embedding_model", "stream_frontend_model", "write_stream"]
+
+STREAM_MEL = "mel"
+"""The embedding part's input, new mel frames [1, 8n, 32] (inside the front end: the mel part's output)."""
+MEL_PREFIX = "mel/"
+"""Prefix of the mel part's names in the joined graph."""
 
 TIME = 2
 """The time axis inside the network (NCHW after the input Reshape: H is time, W the mel bins)."""
@@ -79,9 +94,9 @@ def stream_embedding_model(model: onnx.ModelProto, origin: str = "embedding mode
         "stream/axis": np.array([TIME], np.int64),
         "stream/end": np.array([np.iinfo(np.int64).max], np.int64),
     }
-    inputs = [helper.make_tensor_value_info(STREAM_MEL_INPUT, TensorProto.FLOAT, [1, "mel_frames", MEL_BINS])]
+    inputs = [helper.make_tensor_value_info(STREAM_MEL, TensorProto.FLOAT, [1, "mel_frames", MEL_BINS])]
     outputs = [helper.make_tensor_value_info(STREAM_OUTPUT, TensorProto.FLOAT, ["frames", EMBEDDING])]
-    out_nodes = [helper.make_node("Reshape", [STREAM_MEL_INPUT, "stream/in_shape"], [first.output[0]], name="stream/in")]
+    out_nodes = [helper.make_node("Reshape", [STREAM_MEL, "stream/in_shape"], [first.output[0]], name="stream/in")]
     caches: list[str] = []
     stride = 1  # frames of the mel input per frame at this depth
     for node in nodes[1:-1]:
@@ -140,12 +155,101 @@ def stream_embedding_model(model: onnx.ModelProto, origin: str = "embedding mode
     return out, caches
 
 
+def _per_frame_melspectrogram(model: onnx.ModelProto, origin: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The mel model's nodes, names prefixed, with its clip floor per 80 ms frame: samples in
+    (``STREAM_AUDIO_INPUT``), ``x / 10 + 2`` mel frames [1, 8n, 32] out (``STREAM_MEL``)."""
+    graph = model.graph
+    if len(graph.input) != 1 or len(graph.output) != 1:
+        raise ModelError(f"{origin}: not openWakeWord's melspectrogram model (one input, one output expected)")
+    source_in, source_out = graph.input[0].name, graph.output[0].name
+
+    def name(x: str) -> str:
+        return STREAM_AUDIO_INPUT if x == source_in else MEL_PREFIX + x if x else x
+
+    nodes = []
+    for node in graph.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.input[:] = [name(x) for x in node.input]
+        copy.output[:] = [name(x) for x in node.output]
+        copy.name = MEL_PREFIX + node.name
+        nodes.append(copy)
+    initializers = []
+    for init in graph.initializer:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(init)
+        copy.name = name(init.name)
+        initializers.append(copy)
+    reduce = [n for n in nodes if n.op_type == "ReduceMax"]
+    clip = nodes[-1]
+    if (len(reduce) != 1 or _attr(reduce[0], "axes", None) is not None or len(reduce[0].input) != 1
+            or clip.op_type != "Clip" or clip.output[0] != name(source_out) or clip.input[0] != reduce[0].input[0]):
+        raise ModelError(f"{origin}: not openWakeWord's melspectrogram model (expected its output clipped under the"
+                         " ReduceMax of the whole call)")
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    db, grouped = reduce[0].input[0], "stream/mel_grouped"
+    extra = {"stream/group_shape": np.array([-1, MEL_PER_FRAME * MEL_BINS], np.int64),
+             "stream/mel_shape": np.array([1, -1, MEL_BINS], np.int64),
+             "stream/ten": np.array(10.0, np.float32), "stream/two": np.array(2.0, np.float32),
+             "stream/group_axis": np.array([1], np.int64)}
+    # the loudest value of each frame's 8 mel frames, not of the whole call: [n, 1]
+    per_frame = (helper.make_node("ReduceMax", [grouped, "stream/group_axis"], [reduce[0].output[0]], keepdims=1,
+                                  name="stream/frame_max") if opset >= 18 else
+                 helper.make_node("ReduceMax", [grouped], [reduce[0].output[0]], axes=[1], keepdims=1, name="stream/frame_max"))
+    i = nodes.index(reduce[0])
+    nodes[i:i + 1] = [helper.make_node("Reshape", [db, "stream/group_shape"], [grouped], name="stream/group"), per_frame]
+    # Clip(x, floor, inf) with a floor per frame is Max(x, floor), broadcast over the frame's row
+    nodes[-1:] = [
+        helper.make_node("Max", [grouped, clip.input[1]], ["stream/mel_floored"], name="stream/floor"),
+        helper.make_node("Reshape", ["stream/mel_floored", "stream/mel_shape"], ["stream/mel_db"], name="stream/frames"),
+        helper.make_node("Div", ["stream/mel_db", "stream/ten"], ["stream/mel_tenth"], name="stream/div"),
+        helper.make_node("Add", ["stream/mel_tenth", "stream/two"], [STREAM_MEL], name="stream/add"),
+    ]
+    used = {x for n in nodes for x in n.input}
+    initializers = [t for t in initializers if t.name in used]
+    return nodes, initializers + [numpy_helper.from_array(v, k) for k, v in extra.items()]
+
+
+def _initial_caches(embedding_stream: onnx.ModelProto) -> list[np.ndarray]:
+    """The caches after openWakeWord's initial mel history: zeros, then a receptive field of ones
+    (nothing of the zeros remains)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(embedding_stream.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.zeros(i.shape, np.float32) for i in session.get_inputs()[1:]}
+    feeds[STREAM_MEL] = np.full((1, WARMUP_MEL, MEL_BINS), ONES, np.float32)
+    return [np.asarray(x, np.float32) for x in session.run(None, feeds)[1:]]
+
+
+def stream_frontend_model(melspec: onnx.ModelProto, embedding: onnx.ModelProto,
+                          origin: str = "openWakeWord front end") -> tuple[onnx.ModelProto, list[str]]:
+    """Both models as one streaming graph (samples and caches in; embeddings and caches out), and
+    the names of its caches; the initial caches are in its metadata (``CACHES_METADATA``)."""
+    streamed, caches = stream_embedding_model(embedding, origin)
+    mel_nodes, mel_inits = _per_frame_melspectrogram(melspec, origin)
+    graph = streamed.graph
+    inputs = [helper.make_tensor_value_info(STREAM_AUDIO_INPUT, TensorProto.FLOAT, [1, "samples"]), *graph.input[1:]]
+    joined = helper.make_graph([*mel_nodes, *graph.node], "openwakeword_frontend_stream", inputs, list(graph.output),
+                               [*mel_inits, *graph.initializer])
+    mel_opsets = {o.domain: o.version for o in melspec.opset_import}
+    opsets = {o.domain: o.version for o in streamed.opset_import}
+    if any(opsets.get(d, v) != v for d, v in mel_opsets.items()):
+        raise ModelError(f"{origin}: the two models use different opsets ({mel_opsets} and {opsets}): joined, one part"
+                         " would change meaning")
+    opsets.update(mel_opsets)
+    out = helper.make_model(joined, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],
+                            ir_version=max(melspec.ir_version, streamed.ir_version), producer_name="voiced-quantize wake-stream")
+    out.metadata_props.add(key=CACHES_METADATA, value=encode_caches(_initial_caches(streamed)))
+    onnx.checker.check_model(out)
+    return out, caches
+
+
 @dataclass
 class StreamReport:
-    """What ``wake-stream`` wrote and how the two forms compared."""
+    """What ``wake-stream`` wrote and how it compared with the published models."""
 
-    source: str
     output: str
+    sources: list[str]
     manifest: str = ""
     caches: int = 0
     frames_compared: int = 0
@@ -160,45 +264,44 @@ class StreamReport:
         verdict = "PASS" if self.passed else "FAIL"
         speed = ", ".join(f"{k} {v:.0f} us" for k, v in self.speed_us.items())
         return (f"{verdict} {self.output}: {self.caches} caches; {self.frames_compared} embeddings compared with the"
-                f" window form, largest difference {self.max_abs_diff:.2e}; per 80 ms frame: {speed}")
+                f" published models, largest difference {self.max_abs_diff:.2e}; CPU per 80 ms frame: {speed}")
 
 
-def write_stream(directory_or_model: str | Path, *, audio: list[Path] | None = None, output: str | Path | None = None,
+def write_stream(directory: str | Path, *, audio: list[Path] | None = None, output: str | Path | None = None,
                  overwrite: bool = False, tolerance: float = TOLERANCE, max_seconds: float = 120.0) -> StreamReport:
-    """Write ``embedding_model.stream.onnx`` (+ manifest) beside ``embedding_model.onnx`` and validate it."""
-    base = Path(directory_or_model)
-    source = base / "embedding_model.onnx" if base.is_dir() else base
-    melspec = source.with_name("melspectrogram.onnx")
-    out_path = Path(output) if output else stream_path(source)
+    """Write ``frontend.stream.onnx`` (+ manifest) beside ``melspectrogram.onnx`` and ``embedding_model.onnx``
+    in ``directory`` and validate it against them."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ConfigError("DIR", f"{folder} is not a folder with melspectrogram.onnx and embedding_model.onnx")
+    melspec, embedding = folder / "melspectrogram.onnx", folder / "embedding_model.onnx"
+    out_path = Path(output) if output else folder / FRONTEND_STREAM
     if out_path.exists() and not manifest_path(out_path).exists() and not overwrite:
         raise ConfigError("--output", f"{out_path} exists and was not written by voiced-quantize (no manifest beside it);"
                           " pass --force to replace it")
-    if not melspec.is_file():
-        raise ModelError(f"{melspec}: needed beside {source.name} to validate the rewrite")
-    model = load_onnx(source)
-    streamed, caches = stream_embedding_model(model, str(source))
-    say(f"{source.name}: {len(caches)} caches; writing {out_path.name}")
-    onnx.save(streamed, str(out_path))
-    report = StreamReport(str(source), str(out_path), caches=len(caches))
+    model, caches = stream_frontend_model(load_onnx(melspec), load_onnx(embedding), str(folder))
+    say(f"{folder}: {len(caches)} caches; writing {out_path.name}")
+    onnx.save(model, str(out_path))
+    report = StreamReport(str(out_path), [melspec.name, embedding.name], caches=len(caches))
     try:
-        samples = _validation_audio(audio or [], max_seconds)
-        mel = OwwFrontEnd(melspec).mel(samples)
-        mel = mel[: len(mel) - len(mel) % MEL_PER_FRAME]
+        samples = np.clip(np.round(_validation_audio(audio or [], max_seconds) * 32768.0), -32768, 32767)
         options = SessionOptions(threads=1)
-        window = WindowEmbedding(create_session(source, options))
-        stream = StreamingEmbedding(create_session(out_path, options), out_path)
-        report.max_abs_diff, report.frames_compared = _compare(window, stream, mel)
-        report.speed_us = _speed(window, stream, mel)
+        published = WindowFrontEnd(create_session(melspec, options), create_session(embedding, options))
+        stream = StreamingFrontEnd(create_session(out_path, options), out_path)
+        report.max_abs_diff, report.frames_compared = _compare(published, stream, samples)
+        report.speed_us = _speed(published, stream, samples)
         report.passed = report.max_abs_diff <= tolerance
     except BaseException:
         out_path.unlink(missing_ok=True)
         raise
     method = {"method": "stream-rewrite", "caches": caches, "tolerance": tolerance,
-              "reason": "time-axis convolutions unpadded, pooling strides multiply to the 8-frame step: exact"}
+              "sources": [{"file": melspec.name, "sha256": sha256_file(melspec), "size": melspec.stat().st_size}],
+              "reason": "time-axis convolutions unpadded, pooling strides multiply to the 8-frame step, mel clipped"
+                        " per 80 ms frame as per-frame calls clip it: exact"}
     validation = {"passed": report.passed, "frames_compared": report.frames_compared,
                   "max_abs_diff": report.max_abs_diff, "speed_us_per_frame": report.speed_us,
                   "failures": [] if report.passed else [f"largest difference {report.max_abs_diff:.3e} > {tolerance}"]}
-    report.manifest = str(write_manifest(out_path, source, method, validation))
+    report.manifest = str(write_manifest(out_path, embedding, method, validation))
     return report
 
 
@@ -216,30 +319,27 @@ def _validation_audio(paths: list[Path], max_seconds: float) -> np.ndarray:
     return np.concatenate(pieces)[: int(max_seconds * 16_000)]
 
 
-def _compare(window: WindowEmbedding, stream: StreamingEmbedding, mel: np.ndarray) -> tuple[float, int]:
-    """Both forms over the same mel stream, one frame per call as the daemon mostly feeds them."""
-    ws, ss = window.initial_state(), stream.initial_state()
+def _compare(published: WindowFrontEnd, stream: StreamingFrontEnd, samples: np.ndarray) -> tuple[float, int]:
+    """Both over the same samples, one frame per call and two per call (a 100 ms window sometimes
+    completes two); also their initial states' embeddings (the first windows hold the ones)."""
     worst, n = 0.0, 0
-    for i in range(0, len(mel), MEL_PER_FRAME):
-        a, ws = window.advance(ws, mel[i:i + MEL_PER_FRAME])
-        b, ss = stream.advance(ss, mel[i:i + MEL_PER_FRAME])
-        worst, n = max(worst, float(np.abs(a - b).max())), n + 1
-    # and several frames per call (a 100 ms window sometimes completes two)
-    ss = stream.initial_state()
-    ws = window.initial_state()
-    for i in range(0, len(mel) - 2 * MEL_PER_FRAME + 1, 2 * MEL_PER_FRAME):
-        a, ws = window.advance(ws, mel[i:i + 2 * MEL_PER_FRAME])
-        b, ss = stream.advance(ss, mel[i:i + 2 * MEL_PER_FRAME])
-        worst, n = max(worst, float(np.abs(a - b).max())), n + 2
+    for per_call in (1, 2):
+        ps, ss = published.initial_state(), stream.initial_state()
+        step = per_call * FRAME_SAMPLES
+        for i in range(0, len(samples) - MEL_CONTEXT - step + 1, step):
+            chunk = samples[i:i + MEL_CONTEXT + step]
+            a, ps = published.advance(ps, chunk)
+            b, ss = stream.advance(ss, chunk)
+            worst, n = max(worst, float(np.abs(a - b).max())), n + per_call
     return worst, n
 
 
-def _speed(window: WindowEmbedding, stream: StreamingEmbedding, mel: np.ndarray, runs: int = 200) -> dict[str, float]:
-    """CPU microseconds per 80 ms frame of each form (medians of 3, alternated)."""
-    chunk = mel[:MEL_PER_FRAME]
-    out: dict[str, list[float]] = {"window": [], "stream": []}
+def _speed(published: WindowFrontEnd, stream: StreamingFrontEnd, samples: np.ndarray, runs: int = 200) -> dict[str, float]:
+    """CPU microseconds per 80 ms frame of each (medians of 3, alternated)."""
+    chunk = samples[:MEL_CONTEXT + FRAME_SAMPLES]
+    out: dict[str, list[float]] = {"published": [], "stream": []}
     for _ in range(3):
-        for name, form in (("window", window), ("stream", stream)):
+        for name, form in (("published", published), ("stream", stream)):
             state = form.initial_state()
             t = time.process_time()
             for _ in range(runs):

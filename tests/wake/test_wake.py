@@ -1,9 +1,9 @@
 """openWakeWord in voiced: scores equal the ``openwakeword`` package's, frame for frame, on real audio.
 
 The reference runs its own streaming path (80 ms chunks) on the same ONNX files from ../shared;
-voiced is fed the 100 ms windows the daemon captures, with the embedding model in both its forms:
-as published (a 76-frame window per frame) and rewritten to stream (``voiced-quantize
-wake-stream``, the form the daemon prefers). openWakeWord seeds its embedding history with
+voiced is fed the 100 ms windows the daemon captures, through both its front ends: the published
+models (a mel call and a 76-frame window per frame) and the streaming graph ``voiced-quantize
+wake-stream`` makes of them (the one the daemon prefers). openWakeWord seeds its embedding history with
 embeddings of random noise, so frames are compared once every head (timer: 34 frames) sees only
 embeddings of the audio itself; before that the reference is not even repeatable.
 """
@@ -18,7 +18,7 @@ import pytest
 from voiced.audio.wav import read_wav
 from voiced.errors import ModelError
 from voiced.wake import Detection, WakeConfig, WakeDetector, WakeModel
-from voiced.wake.embedding import StreamingEmbedding, WindowEmbedding
+from voiced.wake.frontend import StreamingFrontEnd, WindowFrontEnd
 
 pytest.importorskip("openwakeword", reason="openwakeword (the reference) is not installed: see the README's install line")
 from openwakeword.model import Model as Reference  # noqa: E402
@@ -35,7 +35,7 @@ def oww(models: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def streamed(oww: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared models (linked) plus embedding_model.stream.onnx written by voiced-quantize wake-stream."""
+    """The shared models (linked) plus frontend.stream.onnx written by voiced-quantize wake-stream."""
     pytest.importorskip("onnx", reason="onnx (voiced-quantize's graph editor) is not installed: see the test extra")
     from quantize.wake_stream import write_stream
 
@@ -50,10 +50,10 @@ def streamed(oww: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def detector(request: pytest.FixtureRequest, oww: Path) -> WakeDetector:
     if request.param == "window":
         model = WakeModel.load(oww, HEADS)
-        assert isinstance(model.embedder, WindowEmbedding)
+        assert isinstance(model.frontend, WindowFrontEnd)
     else:
         model = WakeModel.load(request.getfixturevalue("streamed"), HEADS)
-        assert isinstance(model.embedder, StreamingEmbedding)
+        assert isinstance(model.frontend, StreamingFrontEnd)
     return WakeDetector(model)
 
 

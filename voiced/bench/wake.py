@@ -8,9 +8,10 @@
 - ``cpu``: CPU seconds per hour of audio for 1 head and for 4 heads, 1 thread, voiced (100 ms
   windows, as the daemon feeds it) beside the ``openwakeword`` package (80 ms chunks, its own
   streaming loop) on the same audio, alternated within each of ``cpu_runs`` runs: medians, and
-  the median of each run's ratio. voiced is measured with the embedding model's streaming form
-  (what the daemon loads when ``voiced-quantize wake-stream`` made it; made here in a temporary
-  folder when the models folder has none and onnx is installed) and with the window form.
+  the median of each run's ratio. voiced is measured with its streaming front end
+  (``frontend.stream.onnx``, what the daemon loads when ``voiced-quantize wake-stream`` made it;
+  made here in a temporary folder when the models folder has none and onnx is installed) and
+  with the published models (``voiced_published_models``).
 Not a test: nothing here asserts a time.
 """
 
@@ -45,23 +46,23 @@ def _read(path: Path) -> np.ndarray:
 @contextmanager
 def _with_stream(folder: Path) -> Iterator[tuple[Path, str]]:
     """``folder``, or a temporary copy (links) with the streaming form added when it has none; and which form."""
-    from voiced.wake.embedding import stream_path
+    from voiced.wake.frontend import FRONTEND_STREAM
 
-    if stream_path(folder / "embedding_model.onnx").is_file():
+    if (folder / FRONTEND_STREAM).is_file():
         yield folder, "stream (in the models folder)"
         return
     try:
         from quantize.progress import set_quiet
         from quantize.wake_stream import write_stream
     except ImportError:
-        yield folder, "window (no streaming form, and onnx is not installed to make one)"
+        yield folder, "published models (no frontend.stream.onnx, and onnx is not installed to make one)"
         return
     with tempfile.TemporaryDirectory(prefix="voiced-wake-") as tmp:
         for f in folder.glob("*.onnx"):
             (Path(tmp) / f.name).symlink_to(f.resolve())
         set_quiet(True)
         report = write_stream(tmp)
-        yield Path(tmp), f"stream (made for this run; largest difference from the window form {report.max_abs_diff:.1e})"
+        yield Path(tmp), f"stream (made for this run; largest difference from the published models {report.max_abs_diff:.1e})"
 
 
 def _voiced(folder: Path, heads: list[str], audio: np.ndarray, threshold: float,
@@ -141,7 +142,7 @@ def _bench(folder: Path, positives: Sequence[Path], negatives: Sequence[Path], t
     for name, heads in (("1_head", ONE_HEAD), ("4_heads", FOUR_HEADS)):
         contenders: dict[str, Callable[[], float]] = {
             "voiced": lambda heads=heads: _voiced(folder, heads, cpu_audio, threshold)[1],
-            "voiced_window_form": lambda heads=heads: _voiced(folder, heads, cpu_audio, threshold, stream=False)[1],
+            "voiced_published_models": lambda heads=heads: _voiced(folder, heads, cpu_audio, threshold, stream=False)[1],
             "openwakeword": lambda heads=heads: _reference_cpu(folder, heads, cpu_audio),
         }
         entry: dict[str, Any] = {}
@@ -156,7 +157,7 @@ def _bench(folder: Path, positives: Sequence[Path], negatives: Sequence[Path], t
         for key, values in runs.items():
             entry[f"{key}_cpu_s_per_hour"] = round(statistics.median(values), 1)
         if "openwakeword" in runs:
-            for key in ("voiced", "voiced_window_form"):
+            for key in ("voiced", "voiced_published_models"):
                 ratios = [ours / theirs for ours, theirs in zip(runs[key], runs["openwakeword"])]
                 entry[f"ratio_{key}_vs_openwakeword"] = round(statistics.median(ratios), 3)
                 entry[f"ratio_{key}_vs_openwakeword_per_run"] = [round(x, 3) for x in ratios]

@@ -4,9 +4,9 @@ The pipeline is openWakeWord's: 16 kHz audio as int16-valued floats → ``melspe
 (8 frames per 80 ms, each call given 480 samples of context before its new audio) → ``x/10 + 2``
 → 76-frame windows every 8 frames → ``embedding_model.onnx`` (one 96-d embedding per 80 ms) →
 each head over its last N embeddings (N from the head's input shape). The front end is the
-cost and is shared by every head. The embedding model runs in its streaming form
-(``embedding_model.stream.onnx``, see :mod:`voiced.wake.embedding`) when ``voiced-quantize
-wake-stream`` wrote one beside it: the same numbers for about a quarter of the CPU.
+cost and is shared by every head. It runs as one streaming graph (``frontend.stream.onnx``, see
+:mod:`voiced.wake.frontend`) when ``voiced-quantize wake-stream`` made one beside the models:
+the same numbers for about a third of the CPU.
 """
 
 from __future__ import annotations
@@ -20,16 +20,13 @@ import numpy as np
 from voiced.errors import ModelError
 from voiced.models.manifest import sha256_file, verify_model_file
 from voiced.runtime.onnx import SessionOptions, create_session
-from voiced.wake.embedding import MEL_BINS, MEL_PER_FRAME, WINDOW, Embedder, StreamingEmbedding, WindowEmbedding, stream_path
+from voiced.wake.frontend import (
+    FRAME_SAMPLES, FRONTEND_STREAM, MEL_CONTEXT, FrontEnd, StreamingFrontEnd, WindowFrontEnd,
+)
 
-__all__ = ["FRAME_SAMPLES", "MEL_BINS", "MEL_CONTEXT", "MEL_PER_FRAME", "WINDOW", "WakeHead", "WakeModel"]
+__all__ = ["FRAME_SAMPLES", "MEL_CONTEXT", "WakeHead", "WakeModel"]
 
 log = logging.getLogger(__name__)
-
-FRAME_SAMPLES = 1280
-"""One wake-word frame: 80 ms at 16 kHz."""
-MEL_CONTEXT = 480
-"""Samples before the new audio each mel call sees (openWakeWord's 3 hops of context)."""
 
 
 def _pick(path: Path) -> Path:
@@ -56,18 +53,16 @@ class WakeModel:
 
     def __init__(self, melspec: Path, embedding: Path, heads: list[Path], options: SessionOptions,
                  stream: bool = True) -> None:
-        self.melspec = create_session(_pick(melspec), options)
-        self._mel_in = self.melspec.get_inputs()[0].name
-        streaming = stream_path(embedding)
-        self.embedder: Embedder
+        streaming = embedding.with_name(FRONTEND_STREAM)
+        self.frontend: FrontEnd
         if stream and streaming.is_file():
-            _check_derived_from(streaming, embedding)
-            self.embedder = StreamingEmbedding(create_session(streaming, options), streaming)
+            _check_made_from(streaming, melspec, embedding)
+            self.frontend = StreamingFrontEnd(create_session(streaming, options), streaming)
         else:
             if stream:
-                log.warning("%s: no streaming form beside it; `voiced-quantize wake-stream %s` makes one"
-                            " (the same scores for about a third of the wake word's CPU)", embedding, embedding.parent)
-            self.embedder = WindowEmbedding(create_session(_pick(embedding), options))
+                log.warning("%s: no %s beside it; `voiced-quantize wake-stream %s` makes one (the same scores"
+                            " for about a third of the wake word's CPU)", embedding, FRONTEND_STREAM, embedding.parent)
+            self.frontend = WindowFrontEnd(create_session(_pick(melspec), options), create_session(_pick(embedding), options))
         self.heads: list[WakeHead] = []
         self._head_sessions = []
         for path in heads:
@@ -94,7 +89,7 @@ class WakeModel:
              options: SessionOptions | None = None, stream: bool = True) -> WakeModel:
         """Front end from a folder holding ``melspectrogram.onnx`` and ``embedding_model.onnx`` (or the
         mel file itself with ``embedding``); ``heads`` are paths, or names of ``NAME.onnx`` in that folder.
-        ``stream``: use ``embedding_model.stream.onnx`` when it is there (False: the window form, to compare)."""
+        ``stream``: use ``frontend.stream.onnx`` when it is there (False: the published models, to compare)."""
         base = Path(directory_or_melspec)
         folder = base if base.is_dir() else base.parent
         mel = folder / "melspectrogram.onnx" if base.is_dir() else base
@@ -110,11 +105,6 @@ class WakeModel:
                 raise ModelError(f"wake word model not found: {p}")
         return cls(mel, emb, paths, options or SessionOptions(), stream)
 
-    def mel(self, samples: np.ndarray) -> np.ndarray:
-        """Mel frames [n, 32] (openWakeWord's x/10 + 2) of int16-valued samples, context included."""
-        out = self.melspec.run(None, {self._mel_in: samples[np.newaxis].astype(np.float32)})[0]
-        return np.squeeze(out, axis=(1,)).reshape(-1, MEL_BINS) / 10.0 + 2.0
-
     def scores(self, embeddings: np.ndarray) -> list[np.ndarray]:
         """Each head's scores on the newest embeddings [n >= head.frames, 96]."""
         out = []
@@ -125,15 +115,17 @@ class WakeModel:
         return out
 
 
-def _check_derived_from(streaming: Path, embedding: Path) -> None:
-    """A streaming form made from another embedding model (the source replaced since) must not load."""
+def _check_made_from(streaming: Path, melspec: Path, embedding: Path) -> None:
+    """A streaming front end made from other models (one replaced since) must not load."""
     manifest = verify_model_file(streaming).manifest
-    if manifest is None or not embedding.is_file():
+    if manifest is None:
         return
-    made_from, actual = manifest.source.get("sha256"), sha256_file(embedding)
-    if made_from != actual:
-        raise ModelError(f"{streaming} was made from an embedding model with sha256 {made_from}, but {embedding} has"
-                         f" {actual}: run voiced-quantize wake-stream {embedding.parent} again")
+    made_from = {manifest.source.get("file"): manifest.source.get("sha256"),
+                 **{str(s.get("file")): s.get("sha256") for s in manifest.quantization.get("sources", [])}}
+    for path in (melspec, embedding):
+        if path.name in made_from and path.is_file() and made_from[path.name] != (actual := sha256_file(path)):
+            raise ModelError(f"{streaming} was made from a {path.name} with sha256 {made_from[path.name]}, but {path}"
+                             f" has {actual}: run voiced-quantize wake-stream {path.parent} again")
 
 
 def _class_names(output_name: str, width: int) -> dict[int, str]:
