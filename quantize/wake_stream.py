@@ -190,8 +190,9 @@ def _per_frame_melspectrogram(model: onnx.ModelProto, origin: str) -> tuple[list
     db, grouped = reduce[0].input[0], "stream/mel_grouped"
     extra = {"stream/group_shape": np.array([-1, MEL_PER_FRAME * MEL_BINS], np.int64),
              "stream/mel_shape": np.array([1, -1, MEL_BINS], np.int64),
-             "stream/ten": np.array(10.0, np.float32), "stream/two": np.array(2.0, np.float32),
-             "stream/group_axis": np.array([1], np.int64)}
+             "stream/ten": np.array(10.0, np.float32), "stream/two": np.array(2.0, np.float32)}
+    if opset >= 18:  # ReduceMax's axes became an input
+        extra["stream/group_axis"] = np.array([1], np.int64)
     # the loudest value of each frame's 8 mel frames, not of the whole call: [n, 1]
     per_frame = (helper.make_node("ReduceMax", [grouped, "stream/group_axis"], [reduce[0].output[0]], keepdims=1,
                                   name="stream/frame_max") if opset >= 18 else
