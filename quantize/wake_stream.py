@@ -60,6 +60,8 @@ TIME = 2
 """The time axis inside the network (NCHW after the input Reshape: H is time, W the mel bins)."""
 POINTWISE_OPS = frozenset({"LeakyRelu", "Relu", "Max", "Min", "Add", "Mul", "Sub", "Clip", "BatchNormalization"})
 """Operators that act on each frame alone (a Max/Add with a constant): no cache needed."""
+BINARY_OPS = frozenset({"Max", "Min", "Add", "Mul", "Sub"})
+"""Of those, the ones that act frame by frame only when their other operand is the same for every frame."""
 TOLERANCE = 1e-5
 """Largest embedding difference accepted; the rewrite is exact, so any real difference is a bug."""
 
@@ -69,6 +71,11 @@ def _attr(node: onnx.NodeProto, name: str, default: Any) -> Any:
         if a.name == name:
             return helper.get_attribute_value(a)
     return default
+
+
+def _constant_over_time(value: np.ndarray | None) -> bool:
+    """An initializer that broadcasts the same value to every frame (a scalar, or one per channel)."""
+    return value is not None and (value.size == 1 or (value.ndim == 4 and value.shape[TIME] == 1))
 
 
 def stream_embedding_model(model: onnx.ModelProto, origin: str = "embedding model") -> tuple[onnx.ModelProto, list[str]]:
@@ -131,10 +138,12 @@ def stream_embedding_model(model: onnx.ModelProto, origin: str = "embedding mode
             kt, st = _attr(node, "kernel_shape", [1, 1])[0], _attr(node, "strides", [1, 1])[0]
             pads = _attr(node, "pads", [0, 0, 0, 0])
             stride *= st
-            if kt != st or pads[0] or pads[2] or MEL_PER_FRAME % stride:
+            length = (dims.get(node.input[0]) or [0, 0, 0])[2]
+            # groups must end where the window ends (no frame left over), so the new frames form whole groups
+            if kt != st or pads[0] or pads[2] or MEL_PER_FRAME % stride or not length or length % st:
                 raise ModelError(f"{origin}: pooling {node.name or node.output[0]} (time kernel {kt}, stride {st}) is"
                                  f" not in phase with the {MEL_PER_FRAME}-frame step: the streaming rewrite would not be exact")
-        elif op not in POINTWISE_OPS or any(x in inits and inits[x].size != 1 for x in node.input[1:] if op in ("Max", "Min", "Add", "Mul", "Sub")):
+        elif op not in POINTWISE_OPS or (op in BINARY_OPS and not all(_constant_over_time(inits.get(x)) for x in node.input[1:])):
             raise ModelError(f"{origin}: operator {op} ({node.name or node.output[0]}) is not known to act frame by frame")
         out_nodes.append(node)
     if stride != MEL_PER_FRAME:

@@ -123,6 +123,12 @@ def test_models_the_rewrite_would_not_be_exact_for_are_refused(folder: Path) -> 
     next(a for a in conv.attribute if a.name == "pads").ints[:] = [1, 1, 1, 1]  # "same" padding along time
     with pytest.raises(ModelError, match="padded"):
         stream_embedding_model(padded)
+    mixed = onnx.ModelProto()
+    mixed.CopyFrom(published)
+    maxes = [n for n in mixed.graph.node if n.op_type == "Max"]
+    maxes[1].input[1] = maxes[0].output[0]  # a Max of two activations: frames of other times meet
+    with pytest.raises(ModelError, match="not known to act frame by frame"):
+        stream_embedding_model(mixed)
     with pytest.raises(ModelError, match="not openWakeWord's embedding model"):
         stream_embedding_model(onnx.load(str(folder / "alexa_v0.1.onnx")))
     with pytest.raises(ModelError, match="not openWakeWord's melspectrogram model"):
