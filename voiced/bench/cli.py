@@ -138,6 +138,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--negative", type=Path, nargs="*", default=[], metavar="WAV", help="speech without one")
     b.add_argument("--threshold", type=float, default=0.5, help="default threshold (default: %(default)s)")
     b.add_argument("--cpu-seconds", type=float, default=300.0, help="audio used for the CPU figures")
+    b.add_argument("--cpu-runs", type=int, default=3, help="alternated runs per CPU figure (medians; default: %(default)s)")
     b.add_argument("--generated-hours", type=float, default=0.0, metavar="H",
                    help="also: H hours of a Piper voice reading public-domain text and Home Assistant commands"
                    " (no wake word): false accepts per hour per head and threshold, score distribution")
@@ -209,7 +210,8 @@ def add_bench_parser(sub: Any) -> None:
 def _wake(args: argparse.Namespace) -> int:
     from voiced.bench.wake import bench_wake
 
-    report = bench_wake(args.models, args.positive, args.negative, args.threshold, cpu_seconds=args.cpu_seconds)
+    report = bench_wake(args.models, args.positive, args.negative, args.threshold, cpu_seconds=args.cpu_seconds,
+                        cpu_runs=args.cpu_runs)
     if args.generated_hours > 0:
         from voiced.bench.wake import FOUR_HEADS
         from voiced.bench.wake_negatives import generated_negatives, score_negatives

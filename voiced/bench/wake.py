@@ -7,14 +7,22 @@
   peak score per head (the margin the default threshold keeps);
 - ``cpu``: CPU seconds per hour of audio for 1 head and for 4 heads, 1 thread, voiced (100 ms
   windows, as the daemon feeds it) beside the ``openwakeword`` package (80 ms chunks, its own
-  streaming loop) on the same audio in the same run, and their ratio.
+  streaming loop) on the same audio, alternated within each of ``cpu_runs`` runs: medians, and
+  the median of each run's ratio. voiced is measured with its streaming front end
+  (``frontend.stream.onnx``, what the daemon loads when ``voiced-quantize wake-stream`` made it;
+  made here in a temporary folder when the models folder has none and onnx is installed) and
+  with the published models (``voiced_published_models``).
 Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import statistics
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +43,34 @@ def _read(path: Path) -> np.ndarray:
     return read_wav(path)[0][:, 0]
 
 
-def _voiced(folder: Path, heads: list[str], audio: np.ndarray, threshold: float) -> tuple[list, float, float]:
+@contextmanager
+def _with_stream(folder: Path) -> Iterator[tuple[Path, str]]:
+    """``folder``, or a temporary copy (links) with the streaming form added when it has none; and which form."""
+    from voiced.wake.frontend import FRONTEND_STREAM
+
+    if (folder / FRONTEND_STREAM).is_file():
+        yield folder, "stream (in the models folder)"
+        return
+    try:
+        from quantize.progress import set_quiet
+        from quantize.wake_stream import write_stream
+    except ImportError:
+        yield folder, "published models (no frontend.stream.onnx, and onnx is not installed to make one)"
+        return
+    with tempfile.TemporaryDirectory(prefix="voiced-wake-") as tmp:
+        for f in folder.glob("*.onnx"):
+            (Path(tmp) / f.name).symlink_to(f.resolve())
+        set_quiet(True)
+        report = write_stream(tmp)
+        yield Path(tmp), f"stream (made for this run; largest difference from the published models {report.max_abs_diff:.1e})"
+
+
+def _voiced(folder: Path, heads: list[str], audio: np.ndarray, threshold: float,
+            stream: bool = True) -> tuple[list, float, float]:
     from voiced.runtime.onnx import SessionOptions
     from voiced.wake import WakeConfig, WakeDetector, WakeModel
 
-    detector = WakeDetector(WakeModel.load(folder, heads, options=SessionOptions(threads=1)),
+    detector = WakeDetector(WakeModel.load(folder, heads, options=SessionOptions(threads=1), stream=stream),
                             WakeConfig(threshold=threshold))
     stream = detector.create_stream()
     found, peak = [], 0.0
@@ -79,10 +110,19 @@ def _reference_cpu(folder: Path, heads: list[str], audio: np.ndarray) -> float:
 
 
 def bench_wake(folder: Path, positives: Sequence[Path], negatives: Sequence[Path], threshold: float = 0.5,
-               thresholds: Sequence[float] = (0.3, 0.5, 0.7), cpu_seconds: float = 300.0) -> dict[str, Any]:
+               thresholds: Sequence[float] = (0.3, 0.5, 0.7), cpu_seconds: float = 300.0,
+               cpu_runs: int = 3) -> dict[str, Any]:
     """Figures as the module docstring lists them; ``cpu_seconds`` of the negatives are used for CPU."""
+    with _with_stream(folder) as (models, form):
+        report = _bench(models, positives, negatives, threshold, thresholds, cpu_seconds, cpu_runs)
+    report["models"], report["embedding_form"] = str(folder), form
+    return report
+
+
+def _bench(folder: Path, positives: Sequence[Path], negatives: Sequence[Path], threshold: float,
+           thresholds: Sequence[float], cpu_seconds: float, cpu_runs: int) -> dict[str, Any]:
     pad = np.zeros(16000, np.float32)
-    report: dict[str, Any] = {"machine": machine(), "models": str(folder), "default_threshold": threshold}
+    report: dict[str, Any] = {"machine": machine(), "default_threshold": threshold}
     report["detections"] = {}
     for clip in positives:
         found, _, peak = _voiced(folder, FOUR_HEADS, np.concatenate([pad, pad, _read(clip), pad]), threshold)
@@ -98,16 +138,28 @@ def bench_wake(folder: Path, positives: Sequence[Path], negatives: Sequence[Path
     report["false_accepts"] = fa
     cpu_audio = audio[:int(cpu_seconds * 16000)]
     audio_h = len(cpu_audio) / 16000 / 3600
-    report["cpu"] = {"audio_s": round(len(cpu_audio) / 16000, 1)}
+    report["cpu"] = {"audio_s": round(len(cpu_audio) / 16000, 1), "runs": cpu_runs}
     for name, heads in (("1_head", ONE_HEAD), ("4_heads", FOUR_HEADS)):
-        _, ours, _ = _voiced(folder, heads, cpu_audio, threshold)
-        entry: dict[str, Any] = {"voiced_cpu_s_per_hour": round(ours / audio_h, 1)}
-        try:
-            theirs = _reference_cpu(folder, heads, cpu_audio)
-        except ImportError:
+        contenders: dict[str, Callable[[], float]] = {
+            "voiced": lambda heads=heads: _voiced(folder, heads, cpu_audio, threshold)[1],
+            "voiced_published_models": lambda heads=heads: _voiced(folder, heads, cpu_audio, threshold, stream=False)[1],
+            "openwakeword": lambda heads=heads: _reference_cpu(folder, heads, cpu_audio),
+        }
+        entry: dict[str, Any] = {}
+        if importlib.util.find_spec("openwakeword") is None:
             entry["openwakeword"] = "not installed"
-        else:
-            entry["openwakeword_cpu_s_per_hour"] = round(theirs / audio_h, 1)
-            entry["ratio_voiced_vs_openwakeword"] = round(ours / theirs, 3)
+            del contenders["openwakeword"]
+        runs: dict[str, list[float]] = {k: [] for k in contenders}
+        for r in range(cpu_runs):
+            order = list(contenders) if r % 2 == 0 else list(reversed(contenders))  # alternate: drift hits all alike
+            for key in order:
+                runs[key].append(contenders[key]() / audio_h)
+        for key, values in runs.items():
+            entry[f"{key}_cpu_s_per_hour"] = round(statistics.median(values), 1)
+        if "openwakeword" in runs:
+            for key in ("voiced", "voiced_published_models"):
+                ratios = [ours / theirs for ours, theirs in zip(runs[key], runs["openwakeword"])]
+                entry[f"ratio_{key}_vs_openwakeword"] = round(statistics.median(ratios), 3)
+                entry[f"ratio_{key}_vs_openwakeword_per_run"] = [round(x, 3) for x in ratios]
         report["cpu"][name] = entry
     return report

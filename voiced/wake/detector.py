@@ -5,10 +5,9 @@
     for detection in stream.accept_waveform(samples):    # 16 kHz float samples in [-1, 1]
         ...
 
-The front end runs on every whole 80 ms frame the stream holds: one mel call per frame (the
-mel model clips to a range set by the loudest value of its whole input, so frames must be
-computed one by one, as openWakeWord does), then one embedding call for all of a window's
-frames (the embedding model is convolutional: batching is exact). Scores equal the ``openwakeword`` package's
+The front end (:mod:`voiced.wake.frontend`) runs once per call on every whole 80 ms frame the
+stream holds: as one streaming graph when there is one, else a mel call per frame and one
+embedding call for all of them. Scores equal the ``openwakeword`` package's
 frame for frame once a head's N embeddings come from real audio (openWakeWord fills its
 history with embeddings of random noise at start; voiced fills it with silence's, and reports
 no score for the first ``warmup_frames``, as openWakeWord zeroes its first 5).
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from voiced.errors import ConfigError
-from voiced.wake.model import FRAME_SAMPLES, MEL_BINS, MEL_CONTEXT, MEL_PER_FRAME, WINDOW, WakeModel
+from voiced.wake.model import FRAME_SAMPLES, MEL_CONTEXT, WakeModel
 
 __all__ = ["Detection", "WakeConfig", "WakeDetector", "WakeStream"]
 
@@ -74,8 +73,9 @@ class WakeDetector:
         self.model = model
         self.config = config or WakeConfig()
         self.labels = [label for head in model.heads for label in head.labels]
-        silence = model.mel(np.zeros(MEL_CONTEXT + FRAME_SAMPLES * 10, np.float32))
-        self._silent_embedding = model.embed(silence[np.newaxis, -WINDOW:])[0]
+        silence = np.zeros(MEL_CONTEXT + FRAME_SAMPLES * 10, np.float32)
+        embeddings, _ = model.frontend.advance(model.frontend.initial_state(), silence)
+        self._silent_embedding = embeddings[-1]  # a whole window of silence
 
     def create_stream(self) -> WakeStream:
         return WakeStream(self)
@@ -92,7 +92,7 @@ class WakeStream:
         d = self._detector
         self._pending = np.zeros(0, np.float32)
         self._context = np.zeros(MEL_CONTEXT, np.float32)
-        self._mel = np.ones((WINDOW, MEL_BINS), np.float32)  # openWakeWord's initial mel history
+        self._frontend_state = d.model.frontend.initial_state()  # after openWakeWord's initial mel history
         self._embeddings = np.tile(d._silent_embedding, (d.model.max_frames, 1))
         self.frames = 0
         self._over = dict.fromkeys(d.labels, 0)
@@ -113,11 +113,7 @@ class WakeStream:
         audio = np.concatenate([self._context, self._pending[:n * FRAME_SAMPLES]])
         self._context = audio[-MEL_CONTEXT:]
         self._pending = self._pending[n * FRAME_SAMPLES:]
-        mels = [model.mel(audio[j * FRAME_SAMPLES:(j + 1) * FRAME_SAMPLES + MEL_CONTEXT]) for j in range(n)]
-        self._mel = np.concatenate([self._mel, *mels])[-(WINDOW + MEL_PER_FRAME * n):]
-        ends = [len(self._mel) - MEL_PER_FRAME * (n - 1 - j) for j in range(n)]
-        windows = np.stack([self._mel[e - WINDOW:e] for e in ends])
-        new = model.embed(windows)
+        new, self._frontend_state = model.frontend.advance(self._frontend_state, audio)
         self._embeddings = np.concatenate([self._embeddings, new])[-(model.max_frames + n):]
         for j in range(n):
             upto = len(self._embeddings) - (n - 1 - j)
