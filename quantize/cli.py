@@ -51,7 +51,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="operator types to quantize (default: all the method supports)")
     g.add_argument("--weight-format", choices=[w.value for w in WeightFormat], default=None,
                    help="s8: signed 8-bit weights, fastest, exact on ARM and on x86 with VNNI; u8: unsigned 8-bit"
-                   " (u8×u8 kernels), never saturates; s8-reduced: 7-bit signed (onnxruntime's reduce_range); auto:"
+                   " (u8×u8 kernels), never saturates, slower than s8; s8-reduced: 7-bit signed (onnxruntime's reduce_range); auto:"
                    " by the CPU this runs on: s8, or u8 on x86 with AVX2/AVX512 but no VNNI, whose u8×s8 kernels"
                    " add products in int16 and saturate. The choice and why are in the report and manifest."
                    " Quantizing for another CPU: give that CPU's format (default: auto)")

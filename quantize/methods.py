@@ -11,6 +11,10 @@ the rules come from:
   subgraphs nor quantize LSTM statically; dynamic (EnableSubgraph) quantizes both.
 - MatMul-dominated graphs (transducer encoders, joiners, decoders): dynamic, as icefall
   and sherpa-onnx do for their published ``*.int8.onnx`` files.
+
+The weight format (``choose_weight_format``) is a separate choice, by CPU rather than graph:
+on an AMD EPYC with AVX2 and no VNNI, s8 weights failed the spelling CNN, the oww embedding
+and the transducers where u8 kept all of them (README, "INT8 on x86 with AVX2 and no VNNI").
 """
 
 from __future__ import annotations
