@@ -51,10 +51,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="operator types to quantize (default: all the method supports)")
     g.add_argument("--weight-format", choices=[w.value for w in WeightFormat], default=None,
                    help="s8: signed 8-bit weights, fastest, exact on ARM and on x86 with VNNI; u8: unsigned 8-bit"
-                   " (u8×u8 kernels), never saturates, slower than s8; s8-reduced: 7-bit signed (onnxruntime's reduce_range); auto:"
-                   " by the CPU this runs on: s8, or u8 on x86 with AVX2/AVX512 but no VNNI, whose u8×s8 kernels"
-                   " add products in int16 and saturate. The choice and why are in the report and manifest."
-                   " Quantizing for another CPU: give that CPU's format (default: auto)")
+                   " (u8×u8 kernels), never saturates, slower than s8; s8-reduced: 7-bit signed (onnxruntime's"
+                   " reduce_range); auto: by the CPU this runs on: s8, or u8 on x86 with AVX2/AVX512 but no VNNI,"
+                   " whose u8×s8 kernels add products in int16 and saturate. The choice and why are in the report"
+                   " and manifest. Quantizing for another CPU: give that CPU's format (default: auto)")
     g.add_argument("--reduce-range", action="store_true", help="same as --weight-format s8-reduced")
     g.add_argument("--no-preprocess", action="store_true", help="skip quant_pre_process (shape inference, folding)")
     g.add_argument("--force", action="store_true",
