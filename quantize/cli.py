@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from quantize.options import CalibrateMethod, Kind, Method, PerChannel, QuantizeOptions
+from quantize.options import CalibrateMethod, Kind, Method, PerChannel, QuantizeOptions, WeightFormat
 from quantize.progress import set_quiet
 from voiced.errors import ConfigError, VoicedError
 
@@ -50,7 +50,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="operator types to keep in FP32, e.g. Gather (repeatable)")
     g.add_argument("--op-types", type=_names, action="extend", default=[], metavar="OP,OP",
                    help="operator types to quantize (default: all the method supports)")
-    g.add_argument("--reduce-range", action="store_true", help="7-bit weights (x86 CPUs without VNNI)")
+    g.add_argument("--weight-format", choices=[w.value for w in WeightFormat], default=None,
+                   help="s8: signed 8-bit weights, fastest, exact on ARM and on x86 with VNNI; u8: unsigned 8-bit"
+                   " (u8×u8 kernels), never saturates, slower than s8; s8-reduced: 7-bit signed (onnxruntime's"
+                   " reduce_range); auto: by the CPU this runs on: s8, or u8 on x86 with AVX2/AVX512 but no VNNI,"
+                   " whose u8×s8 kernels add products in int16 and saturate. The choice and why are in the report"
+                   " and manifest. Quantizing for another CPU: give that CPU's format (default: auto)")
+    g.add_argument("--reduce-range", action="store_true", help="same as --weight-format s8-reduced")
     g.add_argument("--no-preprocess", action="store_true", help="skip quant_pre_process (shape inference, folding)")
     g.add_argument("--force", action="store_true",
                    help="replace an existing output that voiced-quantize did not write (e.g. a published *.int8.onnx)")
@@ -137,11 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _weight_format(args: argparse.Namespace) -> WeightFormat:
+    if args.reduce_range:
+        if args.weight_format not in (None, WeightFormat.S8_REDUCED.value):
+            raise ConfigError("--reduce-range", f"contradicts --weight-format {args.weight_format}")
+        return WeightFormat.S8_REDUCED
+    return WeightFormat(args.weight_format or WeightFormat.AUTO.value)
+
+
 def _options(args: argparse.Namespace) -> QuantizeOptions:
     return QuantizeOptions(
         method=Method(args.method), per_channel=PerChannel(args.per_channel), calibrate=CalibrateMethod(args.calibrate),
         exclude_nodes=tuple(args.exclude_nodes), exclude_op_types=tuple(args.exclude_op_types),
-        op_types=tuple(args.op_types), reduce_range=args.reduce_range, preprocess=not args.no_preprocess, overwrite=args.force,
+        op_types=tuple(args.op_types), weight_format=_weight_format(args), preprocess=not args.no_preprocess, overwrite=args.force,
         holdout=args.holdout, max_calibration=args.max_calibration, min_agreement=args.min_agreement,
         max_accuracy_drop=args.max_accuracy_drop, speed_runs=args.speed_runs, seed=args.seed,
     )

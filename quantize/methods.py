@@ -11,6 +11,10 @@ the rules come from:
   subgraphs nor quantize LSTM statically; dynamic (EnableSubgraph) quantizes both.
 - MatMul-dominated graphs (transducer encoders, joiners, decoders): dynamic, as icefall
   and sherpa-onnx do for their published ``*.int8.onnx`` files.
+
+The weight format (``choose_weight_format``) is a separate choice, by CPU rather than graph:
+on an AMD EPYC with AVX2 and no VNNI, s8 weights failed the spelling CNN, the oww embedding
+and the transducers where u8 kept all of them (README, "INT8 on x86 with AVX2 and no VNNI").
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ from quantize.graph import (
     GraphInfo,
     describe,
 )
-from quantize.options import CalibrateMethod, Method, QuantizeOptions
+from quantize.cpu import CpuInfo, IntegerKernels, detect_cpu
+from quantize.options import CalibrateMethod, Method, QuantizeOptions, WeightFormat
 from voiced.errors import ConfigError, ModelError
 from voiced.models.manifest import manifest_path
 
-__all__ = ["MethodChoice", "choose_method", "preprocess", "quantize_file", "unfuse_gemm"]
+__all__ = ["MethodChoice", "WeightChoice", "choose_method", "choose_weight_format", "preprocess", "quantize_file",
+           "unfuse_gemm"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +105,42 @@ def choose_method(info: GraphInfo, requested: Method, has_calibration: bool) -> 
         f"MatMul/Gemm/Gather hold {matmul:.0%} of the weights ({info.mix()}): dynamic quantization (INT8 weights,"
         " activations quantized per call) suits MLP/transformer/transducer graphs and needs no calibration",
     )
+
+
+@dataclass(frozen=True)
+class WeightChoice:
+    """The weight format used (never auto) and a sentence saying why."""
+
+    format: WeightFormat
+    reason: str
+
+    @property
+    def weight_type(self) -> str:
+        """onnxruntime's QuantType name for it."""
+        return "QUInt8" if self.format is WeightFormat.U8 else "QInt8"
+
+    @property
+    def reduce_range(self) -> bool:
+        return self.format is WeightFormat.S8_REDUCED
+
+
+SAFE_WEIGHT_FORMAT = WeightFormat.U8
+"""auto's pick where u8×s8 kernels saturate (see the README section on AVX2 without VNNI for the figures)."""
+
+
+def choose_weight_format(requested: WeightFormat, cpu: CpuInfo | None = None) -> WeightChoice:
+    """Resolve ``auto`` by the integer kernels of ``cpu`` (default: the CPU this runs on)."""
+    if requested is not WeightFormat.AUTO:
+        return WeightChoice(requested, f"requested (--weight-format {requested.value})")
+    cpu = cpu or detect_cpu()
+    kernels = cpu.kernels
+    if kernels is IntegerKernels.EXACT:
+        return WeightChoice(WeightFormat.S8, f"auto: {cpu.describe()} accumulates u8×s8 products in 32 bits,"
+                                             " so signed 8-bit weights are exact and fastest")
+    why = ("adds pairs of u8×s8 products in int16 (VPMADDUBSW), which saturates"
+           if kernels is IntegerKernels.SATURATING else "may add pairs of u8×s8 products in int16 (AVX2 without VNNI)")
+    return WeightChoice(SAFE_WEIGHT_FORMAT, f"auto: {cpu.describe()} {why}; {SAFE_WEIGHT_FORMAT.value} weights"
+                        " do not (quantizing for another CPU: pass --weight-format for that one)")
 
 
 def preprocess(src: Path, dst: Path) -> str | None:
@@ -160,11 +202,15 @@ def _run(src: Path, dst: Path, info: GraphInfo, method: Method, options: Quantiz
 
     op_types = _op_types(info, method, registry, options)
     per_channel = options.use_per_channel(method, info.share(MATMUL_OPS | {"Gather"}))
+    weights = choose_weight_format(options.weight_format)
+    weight_type = QuantType[weights.weight_type]
     params: dict[str, Any] = {
         "op_types": sorted(op_types & set(info.ops)),
         "per_channel": per_channel,
-        "reduce_range": options.reduce_range,
-        "weight_type": "QInt8",
+        "weight_format": weights.format.value,
+        "weight_format_reason": weights.reason,
+        "reduce_range": weights.reduce_range,
+        "weight_type": weights.weight_type,
         "exclude_nodes": list(options.exclude_nodes),
         "exclude_op_types": list(options.exclude_op_types),
     }
@@ -178,7 +224,7 @@ def _run(src: Path, dst: Path, info: GraphInfo, method: Method, options: Quantiz
         with _quiet():
             quantize_dynamic(
                 str(src), str(dst), op_types_to_quantize=sorted(op_types), per_channel=per_channel,
-                reduce_range=options.reduce_range, weight_type=QuantType.QInt8,
+                reduce_range=weights.reduce_range, weight_type=weight_type,
                 nodes_to_exclude=list(options.exclude_nodes), extra_options=extra,
             )
         return params
@@ -189,16 +235,16 @@ def _run(src: Path, dst: Path, info: GraphInfo, method: Method, options: Quantiz
         CalibrateMethod.PERCENTILE: CalibrationMethod.Percentile,
         CalibrateMethod.ENTROPY: CalibrationMethod.Entropy,
     }[options.calibrate]
-    # U8 asymmetric activations with S8 symmetric weights: onnxruntime's fast x86/ARM path;
-    # on the spelling CNN it kept top-1 at 200/220 where S8 activations gave 199/220.
+    # U8 asymmetric activations with symmetric weights (S8: onnxruntime's fast x86/ARM path; U8 where
+    # that saturates); on the spelling CNN U8 activations kept top-1 at 200/220 where S8 gave 199/220.
     extra = {"ActivationSymmetric": False, "WeightSymmetric": True, "CalibMaxIntermediateOutputs": 32}
     params.update(activation_type="QUInt8", format="QDQ", calibrate_method=options.calibrate.value,
                   calibration_samples=len(calibration), extra_options=extra)
     with _quiet():
         quantize_static(
             str(src), str(dst), _Reader(calibration), quant_format=QuantFormat.QDQ, op_types_to_quantize=sorted(op_types),
-            per_channel=per_channel, reduce_range=options.reduce_range, activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8, nodes_to_exclude=list(options.exclude_nodes), calibrate_method=calib,
+            per_channel=per_channel, reduce_range=weights.reduce_range, activation_type=QuantType.QUInt8,
+            weight_type=weight_type, nodes_to_exclude=list(options.exclude_nodes), calibrate_method=calib,
             calibration_providers=["CPUExecutionProvider"], extra_options=extra,
         )
     return params

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from voiced.errors import ConfigError
 
-__all__ = ["CalibrateMethod", "Kind", "Method", "PerChannel", "QuantizeOptions"]
+__all__ = ["CalibrateMethod", "Kind", "Method", "PerChannel", "QuantizeOptions", "WeightFormat"]
 
 
 class Method(StrEnum):
@@ -57,6 +57,20 @@ class CalibrateMethod(StrEnum):
     ENTROPY = "entropy"
 
 
+class WeightFormat(StrEnum):
+    """How weights are stored, which picks ONNX Runtime's integer kernel (activations are always uint8)."""
+
+    AUTO = "auto"
+    """What does not saturate on the CPU the tool runs on: s8 where products accumulate in 32 bits
+    (ARM, x86 with VNNI), the safe format on x86 with AVX2/AVX512 but no VNNI (or unknown features)."""
+    S8 = "s8"
+    """Signed 8-bit weights (u8×s8 kernels): the fast path, exact on ARM and VNNI CPUs."""
+    S8_REDUCED = "s8-reduced"
+    """Signed 7-bit weights (onnxruntime's reduce_range): u8×s8 kernels that cannot saturate, one bit coarser."""
+    U8 = "u8"
+    """Unsigned 8-bit weights (u8×u8 kernels): never saturate, full 8 bits."""
+
+
 @dataclass(frozen=True)
 class QuantizeOptions:
     """How one model (or one transducer part) is quantized and judged."""
@@ -74,8 +88,8 @@ class QuantizeOptions:
     """Operator types kept in FP32 (e.g. ``Gather`` to keep an embedding table exact)."""
     op_types: tuple[str, ...] = ()
     """Operator types to quantize; empty: every type the method supports."""
-    reduce_range: bool = False
-    """7-bit weights, for x86 CPUs without VNNI whose u8×s8 products can saturate."""
+    weight_format: WeightFormat = WeightFormat.AUTO
+    """s8, s8-reduced, u8, or auto: by the CPU the tool runs on (recorded in the manifest)."""
     overwrite: bool = False
     """Replace an existing output file that voiced-quantize did not write (no manifest beside it),
     e.g. a publisher's ``encoder-epoch-99-avg-1.int8.onnx``."""
@@ -95,7 +109,8 @@ class QuantizeOptions:
     """Seed of the calibration/validation split."""
 
     def __post_init__(self) -> None:
-        for name, enum in (("method", Method), ("per_channel", PerChannel), ("calibrate", CalibrateMethod)):
+        for name, enum in (("method", Method), ("per_channel", PerChannel), ("calibrate", CalibrateMethod),
+                           ("weight_format", WeightFormat)):
             if not isinstance(getattr(self, name), enum):
                 raise ConfigError(name, f"must be one of {[e.value for e in enum]}, got {getattr(self, name)!r}")
         if not 0.0 <= self.holdout < 1.0:

@@ -156,6 +156,8 @@ class Report:
             f"{self.output.name}: {self.method} ({self.reason})",
             f"  size      {s['fp32_bytes']:,} -> {s['int8_bytes']:,} bytes ({100 * (s['ratio'] or 0):.1f}% of FP32)",
         ]
+        if "weight_format" in self.parameters:
+            lines.append(f"  weights   {self.parameters['weight_format']} ({self.parameters.get('weight_format_reason', '')})")
         if self.numeric:
             items = list(self.numeric.outputs.items())
             shown = items if len(items) <= 3 else items[:1]

@@ -55,8 +55,9 @@ def whisper_model_dir(ct2_whisper: Path, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of ``whisper_model_dir`` plus ``tiny.en-{encoder,decoder}.int8.onnx`` (+ manifests) written by
-    ``voiced-quantize asr`` (dynamic QInt8 MatMul weights, as sherpa-onnx's own INT8 Whisper files), validated
-    on jfk only to keep the session short: the accuracy tests measure the INT8 files themselves."""
+    ``voiced-quantize asr`` (dynamic INT8 MatMul weights, as sherpa-onnx's own INT8 Whisper files; u8 rather
+    than s8 on x86 without VNNI, by --weight-format auto), validated on jfk only to keep the session short:
+    the accuracy tests measure the INT8 files themselves."""
     import shutil
 
     from quantize.options import QuantizeOptions

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["conv_net", "custom_op_net", "inputs_npz", "lstm_net", "mlp", "no_weights_net"]
+__all__ = ["conv_net", "custom_op_net", "inputs_npz", "lstm_net", "mlp", "no_weights_net", "saturating_matmul"]
 
 OPSET = 13
 
@@ -106,3 +106,16 @@ def inputs_npz(path: Path, shape: tuple[int, ...], count: int = 60, name: str = 
     rng = np.random.default_rng(seed)
     np.savez(path, **{name: rng.standard_normal((count, *shape[1:])).astype(np.float32)})
     return path
+
+
+def saturating_matmul(path: Path, dim: int = 256, out: int = 16, seed: int = 0) -> Path:
+    """x [N, dim] (non-negative, like activations after a ReLU) → MatMul with weights of magnitude
+    near the largest: u8 activations near 255 times s8 weights near ±127, added in pairs, exceed
+    int16 — what AVX2 without VNNI does (VPMADDUBSW) saturates on every other output."""
+    rng = np.random.default_rng(seed)
+    w = (rng.choice([-1.0, 1.0], (dim, out)) * rng.uniform(0.8, 1.0, (dim, out))).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "saturating", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", dim])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", out])],
+                              [numpy_helper.from_array(w, "w")])
+    return _save(graph, path)
