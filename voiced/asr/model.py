@@ -19,6 +19,7 @@ import numpy as np
 
 from voiced.asr.tokens import SymbolTable
 from voiced.errors import ModelError
+from voiced.runtime.hugepages import advise_huge_pages
 from voiced.runtime.onnx import SessionOptions, create_session
 
 __all__ = ["ModelFiles", "ModelType", "TransducerModel"]
@@ -92,6 +93,8 @@ class TransducerModel:
         self.encoder = create_session(files.encoder, options)
         self.decoder = create_session(files.decoder, options)
         self.joiner = create_session(files.joiner, options)
+        # The encoder reads all its weights every chunk: huge pages spare it the TLB misses.
+        advise_huge_pages()
         meta = self.encoder.get_modelmeta().custom_metadata_map
         raw_type = meta.get("model_type", "")
         try:
