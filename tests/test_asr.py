@@ -69,6 +69,25 @@ def test_int8_files_preferred_and_equal_to_sherpa(int8_dirs: dict[str, Path], sp
         assert list(ours.tokens) == ref["tokens"], kind
 
 
+def test_greedy_runs_the_decoder_once_per_distinct_context(int8_dirs: dict[str, Path], speech: Path) -> None:
+    samples = np.concatenate([read_wav(speech / name) for name in SPEECH_FILES])  # long enough to repeat contexts
+    for kind, directory in int8_dirs.items():
+        rec = Recognizer.load(directory)
+        contexts: list[tuple[int, ...]] = []
+        run_decoder = rec.model.run_decoder
+
+        def counting(rows: np.ndarray, run_decoder=run_decoder) -> np.ndarray:
+            contexts.extend(map(tuple, rows.tolist()))
+            return run_decoder(rows)
+
+        rec.model.run_decoder = counting  # type: ignore[method-assign]
+        ours = decode(rec, samples)
+        assert list(ours.tokens) == sherpa_greedy(directory, samples, tail_padding_ms=800, prefer_int8=True)["tokens"]
+        cs = rec.model.context_size
+        seen = {tuple(([-1] * (cs - 1) + [0] + list(ours.token_ids[:i]))[-cs:]) for i in range(len(ours.token_ids) + 1)}
+        assert len(contexts) == len(set(contexts)) == len(seen) < len(ours.token_ids) + 1, kind
+
+
 def test_window_size_does_not_change_the_result(model_dir: Path, speech: Path) -> None:
     samples = read_wav(speech / SPEECH_FILES[1])
     rec = Recognizer.load(model_dir)
@@ -101,6 +120,20 @@ def test_cli_transcribe_vad_none_equals_sherpa(model_dir: Path, speech: Path, na
     assert final["file"] == str(path)
     assert final["text"] == sherpa_greedy(model_dir, read_wav(path), tail_padding_ms=800)["text"]
     assert final["start"] == 0 and final["end"] == pytest.approx(len(read_wav(path)) / 16000, abs=0.01)
+
+
+def test_cli_transcribe_second_run_uses_the_kept_graphs(int8_dirs: dict[str, Path], speech: Path, tmp_path: Path,
+                                                       monkeypatch, capsys) -> None:
+    monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = speech / SPEECH_FILES[0]
+    directory = int8_dirs["zipformer2"]
+    texts = []
+    for _ in range(2):
+        assert main(["transcribe", "--vad", "none", "--json", "--asr-model", str(directory), str(path)]) == 0
+        texts.append(json.loads(capsys.readouterr().out.splitlines()[-1])["text"])
+        assert len(list((tmp_path / "voiced" / "onnx").glob("*.opt.onnx"))) == 3  # encoder, decoder, joiner
+    assert texts[0] == texts[1] == sherpa_greedy(directory, read_wav(path), tail_padding_ms=800, prefer_int8=True)["text"]
 
 
 def test_cli_tail_padding_is_honoured(model_dir: Path, speech: Path, capsys) -> None:

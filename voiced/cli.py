@@ -119,13 +119,17 @@ def _recognizer(args: argparse.Namespace):
     from voiced.asr.recognizer import RecognizerConfig
     from voiced.asr.search import SearchMethod
     from voiced.asr.whisper import WhisperConfig
+    from voiced.runtime.graph_cache import default_graph_cache
+    from voiced.runtime.onnx import SessionOptions
 
     transducer = RecognizerConfig(
         method=SearchMethod(args.method), hotwords=tuple(args.hotword),
         tail_padding_ms=args.tail_padding_ms, threads=args.threads,
     )
     whisper = WhisperConfig(language=args.language, threads=args.threads)
-    return load_recognizer(args.asr_model, transducer, whisper)
+    # The optimized graphs are kept: a second run skips the optimization (a third of a short file's CPU).
+    session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
+    return load_recognizer(args.asr_model, transducer, whisper, session)
 
 
 def _endpointer(args: argparse.Namespace):

@@ -19,6 +19,7 @@ import numpy as np
 
 from voiced.asr.tokens import SymbolTable
 from voiced.errors import ModelError
+from voiced.runtime.hugepages import advise_huge_pages
 from voiced.runtime.onnx import SessionOptions, create_session
 
 __all__ = ["ModelFiles", "ModelType", "TransducerModel"]
@@ -92,6 +93,8 @@ class TransducerModel:
         self.encoder = create_session(files.encoder, options)
         self.decoder = create_session(files.decoder, options)
         self.joiner = create_session(files.joiner, options)
+        # The encoder reads all its weights every chunk: huge pages spare it the TLB misses.
+        advise_huge_pages()
         meta = self.encoder.get_modelmeta().custom_metadata_map
         raw_type = meta.get("model_type", "")
         try:
@@ -114,6 +117,11 @@ class TransducerModel:
         self.encoder_out_name = self.encoder.get_outputs()[0].name
         self.decoder_in_name = self.decoder.get_inputs()[0].name
         self.joiner_in_names = [i.name for i in self.joiner.get_inputs()]
+        # Names looked up once: get_inputs()/get_outputs() build new lists of node descriptions per call.
+        self._features_name = self.encoder.get_inputs()[0].name
+        self._encoder_outputs = [o.name for o in self.encoder.get_outputs()]
+        self._decoder_outputs = [self.decoder.get_outputs()[0].name]
+        self._joiner_outputs = [self.joiner.get_outputs()[0].name]
 
     @classmethod
     def load(cls, directory: str | Path, options: SessionOptions | None = None) -> TransducerModel:
@@ -163,19 +171,19 @@ class TransducerModel:
 
     def run_encoder(self, features: np.ndarray, states: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         """One chunk: features [T, dim] → (encoder_out [frames, dim], next states)."""
-        feeds = {self.encoder.get_inputs()[0].name: features[np.newaxis]}
+        feeds = {self._features_name: features[np.newaxis]}
         feeds.update({s.name: v for s, v in zip(self.states, states)})
-        out = self.encoder.run(None, feeds)
+        out = self.encoder.run(self._encoder_outputs, feeds)
         return out[0][0], out[1:]
 
     def run_decoder(self, contexts: np.ndarray) -> np.ndarray:
         """Token contexts int64 [N, context_size] → decoder_out [N, dim]."""
-        return self.decoder.run(None, {self.decoder_in_name: contexts})[0]
+        return self.decoder.run(self._decoder_outputs, {self.decoder_in_name: contexts})[0]
 
     def run_joiner(self, encoder_out: np.ndarray, decoder_out: np.ndarray) -> np.ndarray:
         """encoder_out [N, dim] and decoder_out [N, dim] → logits [N, vocab]."""
         enc, dec = self.joiner_in_names
-        return self.joiner.run(None, {enc: encoder_out, dec: decoder_out})[0]
+        return self.joiner.run(self._joiner_outputs, {enc: encoder_out, dec: decoder_out})[0]
 
 
 def _meta_int(meta: dict[str, str], key: str, path: Path) -> int:

@@ -7,6 +7,7 @@ change afterwards, on reload, by one reference swap each.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from voiced.config import Config
 from voiced.intents import IntentRecognizer
 from voiced.listener import Listener
 from voiced.llm import LlmFallback
+from voiced.runtime.graph_cache import default_graph_cache
 from voiced.runtime.hardware import HardwareProfile, OnnxRole
 from voiced.runtime.onnx import SessionOptions
 from voiced.sentencespace import SentenceSpace
@@ -68,6 +70,8 @@ class Models:
             session = profile.session_options(OnnxRole.ASR)
             if cfg.asr.threads is not None:
                 session = SessionOptions(threads=cfg.asr.threads)
+            # Optimized graphs kept between starts: the optimization is most of the recognizer's load.
+            session = replace(session, graph_cache=default_graph_cache())
             m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
                 method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
                 hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,

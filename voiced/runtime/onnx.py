@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from voiced.errors import ConfigError, ModelError
+from voiced.runtime.graph_cache import GraphCache
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -30,6 +31,9 @@ class SessionOptions:
     memory_pattern: bool = True
     """ONNX Runtime's memory pattern: an allocation plan kept per input shape. Off for models fed a
     new length each call (a Piper voice, one per sentence), where the plans pile up (80 MB RSS)."""
+    graph_cache: Path | None = None
+    """Directory where optimized graphs are kept and reused (``voiced.runtime.graph_cache``); None:
+    optimize at every load. Only used with ``optimize``."""
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -64,7 +68,44 @@ def create_session(path: str | Path, options: SessionOptions | None = None) -> o
     if options.thread_affinities and options.threads > 1:
         so.add_session_config_entry("session.intra_op_thread_affinities", options.thread_affinities)
     so.log_severity_level = 3
+    if options.graph_cache is not None and options.optimize:
+        session = _load_cached(ort, path, so, GraphCache(options.graph_cache))
+        if session is not None:
+            return session
     try:
         return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises several unrelated types for bad files
         raise ModelError(f"cannot load ONNX model {path}: {exc}") from exc
+
+
+def _load_cached(ort, path: Path, so: ort.SessionOptions, cache: GraphCache) -> ort.InferenceSession | None:
+    """The session from the cached optimized graph, or optimized now and the graph kept; None if
+    the source has to be loaded the ordinary way (then its errors name the source)."""
+    entry = cache.entry(path, ort.__version__, str(so.graph_optimization_level))
+    if cache.hit(entry):
+        level = so.graph_optimization_level
+        # Already optimized: doing it again costs the time the cache saves and changes nothing.
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        try:
+            session = ort.InferenceSession(str(entry), sess_options=so, providers=["CPUExecutionProvider"])
+            log.debug("%s: optimized graph from %s", path, entry)
+            return session
+        except Exception as exc:  # a damaged entry must not stop the daemon: drop it, load the source
+            log.warning("%s: cached optimized graph %s does not load (%s); optimizing the model again", path, entry, exc)
+            cache.discard(entry)
+        finally:
+            so.graph_optimization_level = level
+    temp = cache.writable_temp(entry)
+    if temp is None:
+        return None
+    so.optimized_model_filepath = str(temp)
+    try:
+        session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    except Exception:  # the plain load that follows reports it
+        cache.discard(temp)
+        return None
+    finally:
+        so.optimized_model_filepath = ""
+    if temp.is_file():
+        cache.commit(temp, entry)
+    return session
