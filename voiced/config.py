@@ -132,6 +132,11 @@ class AsrSection:
     template_margin: float = 3.0
     """Nats per token by which the free transcript must beat the template one to be kept (chosen on
     the development half of ``voiced bench commands``)."""
+    whisper_prompt_lists: bool = True
+    """Whisper: decode each utterance as if the phrases of your lists (``[intents.lists]`` and list
+    files: names, areas) had been said before it (Whisper's previous-text prompt), so a name is
+    less often heard as a similar-sounding word; the phrases' last ~220 tokens are kept. Costs
+    the prompt's tokens once per decode (see "Template-aware decoding")."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results, which intent-aware
     endpointing ([vad.endpoint] matched_silence_ms) needs, and at the first silent window of each
