@@ -6,8 +6,10 @@ tokens that continue a template sentence (checked on the text with the sentence 
 tokenization of a sentence is allowed, and its end only where hassil matches the whole text).
 It is best-first: the hypothesis with the best log-probability plus a reward per token (an
 estimate of what the rest of the sentence costs) is extended next, within a budget of decoder
-calls, then depth first if no sentence was finished by then. Wildcard sentences are not followed (a wildcard would let any
-text through): their utterances keep the free transcript. Both texts are scored by the same
+calls, then depth first if no sentence was finished by then; if none is, the template sentences a
+few word edits from the free transcript are scored instead (``template_align``: the first word
+lost or misheard, a word too many at the end). Wildcard sentences are not followed (a wildcard
+would let any text through): their utterances keep the free transcript. Both texts are scored by the same
 model on the same audio (log-probability per token, end of text included), and the constrained
 one wins unless the free one is more probable by more than ``margin`` nats per token. Read
 speech that is no command finds no constrained sentence, or only an improbable one.
