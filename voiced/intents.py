@@ -265,8 +265,8 @@ class IntentRecognizer:
         return SentenceSpace.from_intents(self._intents).with_verifier(lambda text: self.recognize(text) is not None)
 
     def list_phrases(self) -> list[str]:
-        """The phrases of the config's lists (``[intents.lists]`` and list files: names, areas…), in
-        order, each once: the words only this home uses, e.g. for Whisper's prompt."""
+        """The phrases of the config's lists (``[intents.lists]`` and list files: names, areas…),
+        each once: the words only this home uses, e.g. for Whisper's prompt."""
         from hassil import TextSlotList
         from hassil.expression import TextChunk
 
