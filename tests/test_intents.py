@@ -200,3 +200,6 @@ def test_hotwords_are_bounded_and_put_list_values_first(tmp_path: Path) -> None:
     assert {"turn", "on", "off", "switch", "percent"} <= set(top[41:])  # then the user's words
     assert rec.hotwords(0) == [] and len(rec.hotwords(10_000)) == len([p for p in everything if len(p) > 1])
     assert all(any(c.isalpha() for c in p) and len(p) > 1 for p in rec.hotwords(10_000))
+    # Whisper's prompt: the config's phrases only (not the templates' lists), each once
+    assert sorted(rec.list_phrases()) == sorted([*names, "scullery"])
+    assert IntentRecognizer.from_section(IntentsSection()).list_phrases() == []

@@ -87,6 +87,18 @@ def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_d
 
 
 @pytest.mark.shared
+def test_the_same_audio_always_gives_the_same_choice(commands_setup, whisper_int8_dir: Path) -> None:
+    """Bit for bit: the same recognizer again after other utterances, and a new one (new sessions)."""
+    recognizer, _, audio, whisper, _ = commands_setup
+    first = [whisper.choose(x) for x in audio[:4]]
+    again = [whisper.choose(x) for x in reversed(audio[:4])][::-1]
+    fresh = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
+    fresh.use_templates(recognizer.sentence_space(), TemplateDecoding())
+    for a, b, c in zip(first, again, [fresh.choose(x) for x in audio[:4]]):
+        assert a == b == c
+
+
+@pytest.mark.shared
 def test_read_speech_keeps_its_free_transcript(commands_setup) -> None:
     _, _, _, whisper, hifi = commands_setup
     changed = []

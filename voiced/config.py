@@ -132,6 +132,12 @@ class AsrSection:
     template_margin: float = 3.0
     """Nats per token by which the free transcript must beat the template one to be kept (chosen on
     the development half of ``voiced bench commands``)."""
+    whisper_prompt_lists: bool = False
+    """Whisper: decode each utterance as if the phrases of your lists (``[intents.lists]`` and list
+    files: names, areas) had been said before it (Whisper's previous-text prompt), so a name is
+    less often heard as a similar-sounding word; the phrases' last ~220 tokens are kept. Costs
+    the prompt's tokens once per decode (see "Template-aware decoding"). Off by default until its
+    effect on read speech and on the held-aside command split is measured (dev half only so far)."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results (each costs a decode
     of what was said so far). 0: no periodic partials. Transducers give partials every window anyway."""

@@ -264,6 +264,17 @@ class IntentRecognizer:
 
         return SentenceSpace.from_intents(self._intents).with_verifier(lambda text: self.recognize(text) is not None)
 
+    def list_phrases(self) -> list[str]:
+        """The phrases of the config's lists (``[intents.lists]`` and list files: names, areas…),
+        each once: the words only this home uses, e.g. for Whisper's prompt."""
+        from hassil import TextSlotList
+        from hassil.expression import TextChunk
+
+        phrases = (" ".join(value.text_in.text.split()) for name, slot_list in self._intents.slot_lists.items()
+                   if name in self._literal_lists and isinstance(slot_list, TextSlotList)
+                   for value in slot_list.values if isinstance(value.text_in, TextChunk))
+        return list(dict.fromkeys(p for p in phrases if p))
+
     def vocabulary(self) -> list[str]:
         """Words of the templates and phrases of the list values, lower-case, each once."""
         return [phrase for phrase, _ in self._ranked_phrases()]

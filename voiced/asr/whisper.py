@@ -17,6 +17,7 @@ input is enough to change a token.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from voiced.runtime.onnx import SessionOptions
 from voiced.sentencespace import SentenceSpace
 
 __all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "encoder_input", "log_mel"]
+
+log = logging.getLogger(__name__)
 
 HOP = 160
 """Samples per feature frame (10 ms)."""
@@ -142,6 +145,15 @@ class WhisperRecognizer:
         self._partial_samples = int(config.partial_every_s * SAMPLE_RATE)
         self._commands: SentenceSpace | None = None
         self._template_decoding = TemplateDecoding()
+        self._prompt: list[int] = []
+
+    def use_prompt(self, text: str) -> None:
+        """Decode every utterance as if ``text`` had been said before it (Whisper's previous-text
+        prompt): the home's names and areas make a similar-sounding word less likely. "" for none.
+        Costs the prompt's tokens in one decoder call per utterance (and per scoring call)."""
+        self._prompt = self.model.prompt_tokens(text)
+        if text.strip() and not self._prompt:
+            log.warning("%s: the export names no sot_prev token; decoding without a prompt", self.model.files.encoder)
 
     def use_templates(self, commands: SentenceSpace | None, settings: TemplateDecoding | None = None) -> None:
         """Decode final results template-aware over ``commands`` (None: free decoding only).
@@ -248,6 +260,7 @@ class WhisperRecognizer:
         initial = model.initial_tokens(language, self.config.translate)
         if model.multilingual and language is None:
             initial[1] = model.detect_language(cross_k, cross_v)
+        initial = [*self._prompt, *initial]
         return model.greedy(cross_k, cross_v, num_frames, initial), (cross_k, cross_v, num_frames, initial)
 
 

@@ -31,6 +31,8 @@ from voiced.runtime.onnx import SessionOptions, create_session
 if TYPE_CHECKING:
     import onnxruntime as ort
 
+    from voiced.asr.whisper_prompt import BytePairEncoder
+
 __all__ = ["WhisperFiles", "WhisperModel", "is_whisper_dir"]
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,8 @@ class WhisperModel:
         self.transcribe = _meta_int(meta, "transcribe", path)
         self.translate = _meta_int(meta, "translate", path)
         self.multilingual = bool(_meta_int(meta, "is_multilingual", path))
+        # the previous-text token for a prompt; exports without it decode without prompts
+        self.sot_prev: int | None = int(meta["sot_prev"]) if meta.get("sot_prev", "").isdigit() else None
         self.sot_sequence = _meta_ints(meta, "sot_sequence", path)
         self.name = meta.get("model_type", path.stem)
         self.languages: dict[str, int] = {}
@@ -156,10 +160,27 @@ class WhisperModel:
             raise ModelError(f"{files.decoder}: decoder inputs {names} are not the sherpa-onnx Whisper layout {expected}")
         self._out_names = [o.name for o in self.decoder.get_outputs()][:3]
         self._zeros = np.zeros((self.n_text_layer, 1, self.n_text_ctx, self.n_text_state), np.float32)
+        self._encoder: BytePairEncoder | None = None  # built on the first tokenize()
 
     @classmethod
     def load(cls, directory: str | Path, options: SessionOptions | None = None) -> WhisperModel:
         return cls(WhisperFiles.find(directory), options or SessionOptions())
+
+    def tokenize(self, text: str) -> list[int]:
+        """``text`` as Whisper's tokenizer writes it (byte-level BPE; no special tokens)."""
+        from voiced.asr.whisper_prompt import BytePairEncoder
+
+        if self._encoder is None:
+            self._encoder = BytePairEncoder(self.tokens, self.eot)
+        return self._encoder.encode(text)
+
+    def prompt_tokens(self, text: str) -> list[int]:
+        """The previous-text prompt for ``text`` (``<|startofprev|>`` and its tokens, at most half the
+        text context, its end kept as Whisper keeps it), to go before the sot sequence; [] for no
+        text or a model whose export names no ``sot_prev``."""
+        if not text.strip() or self.sot_prev is None:
+            return []
+        return [self.sot_prev, *self.tokenize(" " + text.strip())[-(self.n_text_ctx // 2 - 1):]]
 
     def initial_tokens(self, language: str | None, task_translate: bool = False) -> list[int]:
         """The sot sequence for ``language`` (multilingual models) followed by no_timestamps."""

@@ -6,8 +6,10 @@ tokens that continue a template sentence (checked on the text with the sentence 
 tokenization of a sentence is allowed, and its end only where hassil matches the whole text).
 It is best-first: the hypothesis with the best log-probability plus a reward per token (an
 estimate of what the rest of the sentence costs) is extended next, within a budget of decoder
-calls, then depth first if no sentence was finished by then. Wildcard sentences are not followed (a wildcard would let any
-text through): their utterances keep the free transcript. Both texts are scored by the same
+calls, then depth first if no sentence was finished by then; if none is, the template sentences a
+few word edits from the free transcript are scored instead (``template_align``: the first word
+lost or misheard, a word too many at the end). Wildcard sentences are not followed (a wildcard
+would let any text through): their utterances keep the free transcript. Both texts are scored by the same
 model on the same audio (log-probability per token, end of text included), and the constrained
 one wins unless the free one is more probable by more than ``margin`` nats per token. Read
 speech that is no command finds no constrained sentence, or only an improbable one.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voiced.asr.logprob import log_softmax
+from voiced.asr.template_align import AlignSettings, sentences_near
 from voiced.errors import ConfigError
 from voiced.sentencespace import SentenceSpace, SpaceWalker
 
@@ -57,6 +60,10 @@ class TemplateDecoding:
     complete: bool = True
     """When ``max_steps`` runs out with no sentence finished, go on depth first (backtracking at
     dead ends) for at most the utterance's token limit more calls instead of giving up."""
+    align: AlignSettings | None = AlignSettings()
+    """When the search finds no sentence, score the template sentences a few word edits from the
+    free transcript (one decoder call each, see ``template_align``) and take the best; None: the
+    search alone."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.margin <= 1000:
@@ -116,12 +123,44 @@ def _plain(piece: str) -> bool:
             and all(c.isalnum() or c.isspace() or c in "'%-" or c in _SENTENCE_MARKS for c in piece))
 
 
+def _token_logprobs(model: WhisperModel, cross_k: ort.OrtValue, cross_v: ort.OrtValue, initial: list[int],
+                    tokens: list[int]) -> list[float]:
+    """Log-probability of each of ``tokens`` then of end of text, in one teacher-forced decoder call."""
+    logits, _, _ = model.decode_step(np.array([initial + tokens], np.int64), None, None, cross_k, cross_v, 0)
+    rows = logits[0, len(initial) - 1:]
+    return [float(log_softmax(rows[i])[t]) for i, t in enumerate([*tokens, model.eot])]
+
+
 def _score(model: WhisperModel, cross_k: ort.OrtValue, cross_v: ort.OrtValue, initial: list[int],
            tokens: list[int]) -> float:
     """Log-probability of ``tokens`` then end of text, in one teacher-forced decoder call."""
-    logits, _, _ = model.decode_step(np.array([initial + tokens], np.int64), None, None, cross_k, cross_v, 0)
-    rows = logits[0, len(initial) - 1:]
-    return float(sum(log_softmax(rows[i])[t] for i, t in enumerate([*tokens, model.eot])))
+    return sum(_token_logprobs(model, cross_k, cross_v, initial, tokens))
+
+
+def _styled(sentence: str, free: str) -> str:
+    """A template sentence (lower-case words) written as the free transcript writes: its words'
+    case where it has them ("TV"), a capital first letter and its closing mark if it has them."""
+    cased = {w.strip(".,?!").lower(): w.strip(".,?!") for w in free.split()}
+    words = [cased.get(w, w) for w in sentence.split()]
+    stripped = free.strip()
+    if stripped[:1].isupper() and words:
+        words[0] = words[0][:1].upper() + words[0][1:]
+    mark = stripped[-1:] if stripped[-1:] in _SENTENCE_END else ""
+    return " " + " ".join(words) + mark
+
+
+def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
+             cross_v: ort.OrtValue, initial: list[int], free_text: str) -> tuple[list[int], list[float], float] | None:
+    """The most probable (per token) of the template sentences a few word edits from the free transcript."""
+    best: tuple[list[int], list[float], float] | None = None
+    for sentence in sentences_near(space, free_text, settings.align):  # type: ignore[arg-type]
+        tokens = model.tokenize(_styled(sentence, free_text))
+        if len(tokens) + len(initial) >= model.n_text_ctx // 2:
+            continue
+        logprobs = _token_logprobs(model, cross_k, cross_v, initial, tokens)
+        if best is None or sum(logprobs) / len(logprobs) > best[2] / (len(best[0]) + 1):
+            best = tokens, [float(np.exp(p)) for p in logprobs[:-1]], sum(logprobs)
+    return best
 
 
 @dataclass
@@ -253,6 +292,10 @@ def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: T
     if free_tokens and space.walker().is_whole(model.text(free_tokens)):
         return Choice(free, free, 0.0, 0.0, settings.margin)  # already a command: nothing to add
     constrained = _constrained(model, space, settings, cross_k, cross_v, num_frames, initial)
+    if constrained is None and settings.align is not None:
+        # no sentence within the budget: the ones a few word edits from the free transcript (the
+        # search's own sentence, when it finds one, won as often on the development half, for less)
+        constrained = _aligned(model, space, settings, cross_k, cross_v, initial, model.text(free_tokens))
     free_logprob = _score(model, cross_k, cross_v, initial, free_tokens)
     if constrained is None:
         return Choice(free, None, free_logprob, None, settings.margin)

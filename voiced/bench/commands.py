@@ -119,12 +119,17 @@ def joe_voice() -> Path | None:
 
 
 def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 1, ct2_dir: Path | None = None,
-                   voice: Path | None = None, hifitts: bool = True, analyze: bool = False) -> dict[str, object]:
+                   voice: Path | None = None, hifitts: bool = True, analyze: bool = False,
+                   prompt: bool = True) -> dict[str, object]:
     """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side.
+
+    ``prompt``: the names and areas as Whisper's previous-text prompt, as the daemon decodes by
+    default; free decoding without a prompt is measured beside it either way.
 
     ``analyze``: also classify the development split's wrong intents (search or model errors, see
     ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
+    from voiced.asr.whisper_prompt import prompt_text
     from voiced.asr.whisper_templates import TemplateDecoding
     from voiced.audio.wav import read_wav
     from voiced.bench.whisper import transcripts_of, default_ct2_dir, faster_whisper_texts
@@ -144,8 +149,14 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     audio = render(commands, PiperVoice.load(voice), babble, seed)
     whisper = WhisperRecognizer.load(model_dir, WhisperConfig(threads=1))
     whisper.use_templates(space, TemplateDecoding())
-    choices, free_s, template_s = [], [], []
+    plain = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions, no prompt, no templates
+    prompt_says = prompt_text(recognizer.list_phrases()) if prompt else ""
+    whisper.use_prompt(prompt_says)
+    choices, free_s, template_s, plain_texts, plain_s = [], [], [], [], []
     for x in audio:
+        t = time.process_time()
+        plain_texts.append(plain.recognize(x).text)
+        plain_s.append(time.process_time() - t)
         t = time.process_time()
         whisper.recognize(x)
         free_s.append(time.process_time() - t)
@@ -170,15 +181,19 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         "commands": len(commands), "dev": len(dev), "test_split": len(test), "seed": seed,
         "space_build_s": round(build_s, 2), "space_states": space.state_count,
         "dev_wer_by_margin": sweep, "margin_chosen_on_dev": margin,
+        "prompt": prompt_says, "prompt_tokens": max(0, len(whisper.model.prompt_tokens(prompt_says)) - 1),
         "dev_split": {
+            "free_no_prompt": _figures(dev_refs, [plain_texts[i] for i in dev], dev_wanted, recognizer),
             "free": _figures(dev_refs, [text(choices[i].free[0]) for i in dev], dev_wanted, recognizer),
             "template_aware": _figures(dev_refs, texts_at(margin, dev), dev_wanted, recognizer),
         },
         "test": {
+            "free_no_prompt": _figures(test_refs, [plain_texts[i] for i in test], test_wanted, recognizer),
             "free": _figures(test_refs, [text(choices[i].free[0]) for i in test], test_wanted, recognizer),
             "template_aware": _figures(test_refs, texts_at(margin, test), test_wanted, recognizer),
         },
-        "cpu_ms_per_command": {"free_p50": round(1000 * float(np.median(free_s)), 1),
+        "cpu_ms_per_command": {"free_no_prompt_p50": round(1000 * float(np.median(plain_s)), 1),
+                               "free_p50": round(1000 * float(np.median(free_s)), 1),
                                "template_aware_p50": round(1000 * float(np.median(template_s)), 1)},
     }
     ct2_dir = ct2_dir or default_ct2_dir()
@@ -192,18 +207,25 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test])
         report["test"]["faster_whisper_int8"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
         report["cpu_ms_per_command"]["faster_whisper_int8_p50"] = round(1000 * float(np.median(fw_s)), 1)
+        if prompt_says:  # the same prompt given to faster-whisper (initial_prompt)
+            fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test], initial_prompt=prompt_says)
+            report["test"]["faster_whisper_int8_prompt"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
+            report["cpu_ms_per_command"]["faster_whisper_int8_prompt_p50"] = round(1000 * float(np.median(fw_s)), 1)
         fw_wer = report["test"]["faster_whisper_int8"]["wer_percent"]
         report["test"]["template_wer_over_faster_whisper"] = round(
             report["test"]["template_aware"]["wer_percent"] / max(fw_wer, 1e-9), 3)
     if hifitts:
         hifi_refs = transcripts_of(hifi_files)
-        pairs_free, pairs_templ, chosen = [], [], 0
+        pairs_plain, pairs_free, pairs_templ, chosen = [], [], [], 0
         for f in hifi_files:
-            choice = whisper.choose(read_wav(f)[0][:, 0]).with_margin(margin)
+            samples = read_wav(f)[0][:, 0]
+            pairs_plain.append((hifi_refs[str(f)], plain.recognize(samples).text))
+            choice = whisper.choose(samples).with_margin(margin)
             pairs_free.append((hifi_refs[str(f)], text(choice.free[0])))
             pairs_templ.append((hifi_refs[str(f)], text(choice.tokens)))
             chosen += choice.from_templates and choice.constrained != choice.free
         report["hifitts"] = {"utterances": len(hifi_files),
+                             "wer_free_no_prompt_percent": round(wer(pairs_plain), 2),
                              "wer_free_percent": round(wer(pairs_free), 2),
                              "wer_template_aware_percent": round(wer(pairs_templ), 2),
                              "changed_by_templates": int(chosen)}

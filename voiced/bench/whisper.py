@@ -117,8 +117,10 @@ def _run(engine: str, model: str, threads: int, files: list[str]) -> dict[str, o
 
 
 def faster_whisper_texts(ct2_dir: Path, audio: Sequence[np.ndarray], threads: int = 1,
-                         clock: Callable[[], float] = time.process_time) -> tuple[list[str], list[float]]:
-    """faster-whisper (int8, greedy, no timestamps, English) on each utterance: texts and times by ``clock``."""
+                         clock: Callable[[], float] = time.process_time,
+                         initial_prompt: str | None = None) -> tuple[list[str], list[float]]:
+    """faster-whisper (int8, greedy, no timestamps, English) on each utterance: texts and times by ``clock``;
+    ``initial_prompt``: its previous-text prompt."""
     from faster_whisper import WhisperModel
 
     fw = WhisperModel(str(ct2_dir), device="cpu", compute_type="int8", cpu_threads=threads, num_workers=1)
@@ -126,7 +128,8 @@ def faster_whisper_texts(ct2_dir: Path, audio: Sequence[np.ndarray], threads: in
     for x in audio:
         t = clock()
         segments, _ = fw.transcribe(x, beam_size=1, temperature=0.0, without_timestamps=True,
-                                    condition_on_previous_text=False, vad_filter=False, language="en")
+                                    condition_on_previous_text=False, vad_filter=False, language="en",
+                                    initial_prompt=initial_prompt)
         texts.append(" ".join(s.text.strip() for s in segments))
         seconds.append(clock() - t)
     return texts, seconds

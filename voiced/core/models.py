@@ -16,6 +16,7 @@ from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.asr.search import SearchMethod
 from voiced.asr.sentence_context import TemplateSearch
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
+from voiced.asr.whisper_prompt import prompt_text
 from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.cloud import CloudRouter
 from voiced.config import Config
@@ -119,6 +120,7 @@ class Models:
         space = self.commands if templates else None
         if isinstance(rec, WhisperRecognizer):
             rec.use_templates(space, TemplateDecoding(margin=cfg.asr.template_margin))
+            rec.use_prompt(prompt_text(intents.list_phrases()) if cfg.asr.whisper_prompt_lists else "")
         elif isinstance(rec, Recognizer) and beam:  # streams take it from their next utterance on
             rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost))
 
