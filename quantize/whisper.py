@@ -2,7 +2,9 @@
 
 The method follows sherpa-onnx's own Whisper INT8 files (``scripts/whisper/export-onnx.py``):
 dynamic quantization of the MatMul weights to QInt8 in both parts; ``--method``/``--op-types``
-/``--per-channel`` override it as for any model. LayerNormalization is then written out as
+/``--per-channel`` override it as for any model. The decoder's tied output projection is first
+written as a MatMul with a constant weight (:mod:`quantize.whisper_logits`), so it is quantized
+too: it was FP32 and ~40 % of an INT8 decoder call. LayerNormalization is then written out as
 primitive operators (:mod:`quantize.layernorm`), so the INT8 tokens do not depend on the ONNX
 Runtime version's LayerNorm kernel. With ``--method static`` the encoder is
 calibrated on log-mel inputs made by voiced's Whisper front end from the calibration files;
@@ -44,6 +46,7 @@ from quantize.tasks import TaskResult
 from quantize.tool import QUANTIZED_OPS, check_output, copy_metadata, default_output
 from quantize.transcripts import find_references
 from quantize.validate import Report, SpeedResult, compare_outputs, judge, measure_speed
+from quantize.whisper_logits import untie_logits
 from voiced.asr.wer import NORMALIZER, word_errors
 from voiced.asr.whisper import MAX_FRAMES, MAX_SPEECH_FRAMES, WhisperConfig, WhisperRecognizer, log_mel
 from voiced.asr.whisper_model import WhisperFiles, WhisperModel
@@ -217,6 +220,13 @@ def quantize_whisper(
             skipped = preprocess(src, pre) if options.preprocess else None
             if not options.preprocess:
                 onnx.save(model, str(pre))
+            untied = 0
+            if part == "decoder":
+                # the tied output projection is the decoder's largest MatMul: quantized only untied
+                prepared = load_onnx(pre)
+                untied = untie_logits(prepared)
+                if untied:
+                    onnx.save(prepared, str(pre))
             info = describe(load_onnx(pre), src)
             requested = options.method
             if part == "decoder" and requested is Method.STATIC:
@@ -237,6 +247,8 @@ def quantize_whisper(
             say(f"{part}: quantizing ({choice.method.value}) -> {outputs[part]}")
             params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
             params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
+            if part == "decoder":
+                params["logits_untied"] = untied
             # ONNX Runtime's LayerNorm kernel changes between versions and INT8 re-quantizes its output:
             # written out, the INT8 tokens are the same under sherpa-onnx's bundled 1.28 and voiced's 1.32
             quantized = onnx.load(str(outputs[part]))

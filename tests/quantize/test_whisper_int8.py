@@ -42,6 +42,12 @@ def test_int8_files_manifests_and_metadata(whisper_int8_dir: Path) -> None:
         assert manifest.quantization["kind"] == "whisper" and manifest.quantization["method"] == "dynamic"
         assert manifest.quantization["parameters"]["op_types"] == ["MatMul"]
         assert manifest.validation["passed"] is True
+        if part == "decoder":
+            # the tied output projection (vocabulary x width) is quantized too (quantize/whisper_logits.py)
+            assert manifest.quantization["parameters"]["logits_untied"] == 1
+            inits = {i.name: tuple(i.dims) for i in model.graph.initializer}
+            fp32_weights = [inits[i] for n in model.graph.node if n.op_type == "MatMul" for i in n.input if i in inits]
+            assert not [dims for dims in fp32_weights if max(dims) > 50_000], fp32_weights
         if part == "encoder":
             meta = {p.key: p.value for p in model.metadata_props}
             source = {p.key: p.value for p in onnx.load(str(fp32)).metadata_props}
