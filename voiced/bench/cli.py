@@ -44,6 +44,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
     b.add_argument("--voice", type=Path, metavar="VOICE.onnx", help="a Piper voice speaking commands through a"
                    " Whisper --asr-model, intent-aware endpointing off and on in the same run")
+    b.add_argument("--threads", type=int, metavar="N", help="the recognizer's ONNX Runtime threads ([asr] threads);"
+                   " default: the hardware profile's (1 on a 2-core machine with the x86-64 profile)")
     b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="one utterance per file")
     b.set_defaults(func=_mqtt)
 
@@ -244,7 +246,8 @@ def _asr(args: argparse.Namespace) -> int:
 def _mqtt(args: argparse.Namespace) -> int:
     from voiced.bench.mqtt import bench_mqtt
 
-    return _print(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages, voice=args.voice))
+    return _print(bench_mqtt(args.asr_model, args.vad_model, args.files, args.messages, voice=args.voice,
+                             threads=args.threads))
 
 
 def _service(args: argparse.Namespace) -> int:

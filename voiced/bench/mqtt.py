@@ -152,9 +152,11 @@ def _pcts(latencies: list[float]) -> dict[str, float]:
 
 
 def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages: int = 2000,
-               voice: Path | None = None, commands: Sequence[str] = COMMANDS) -> dict[str, object]:
+               voice: Path | None = None, commands: Sequence[str] = COMMANDS,
+               threads: int | None = None) -> dict[str, object]:
     """Utterance files through the daemon (greedy transducer); with ``voice`` (a Piper voice) and a
-    Whisper ``asr_model``, also spoken commands with intent-aware endpointing on and off, same run."""
+    Whisper ``asr_model``, also spoken commands with intent-aware endpointing on and off, same run.
+    ``threads``: the recognizer's ONNX Runtime threads (None: the hardware profile's)."""
 
     report: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,13 +168,13 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
                 parts = read_samples(files)  # any format, as the daemon would read it
                 latencies, got = _daemon_run(
                     work, broker.port, listener, _utterances_wav(work, parts), len(files),
-                    {"model": str(asr_model), "method": "greedy_search"}, vad_model,
+                    {"model": str(asr_model), "method": "greedy_search", **_threads(threads)}, vad_model,
                     "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n")
                 report.update({"utterances": len(files), "answers": len(latencies), **_pcts(latencies),
                                "note": "includes the endpointer's trailing silence (vad.endpoint.min_silence_ms)"})
             if voice is not None:
                 report["spoken_commands"] = _commands_run(work, broker.port, listener, asr_model, vad_model, voice,
-                                                          commands)
+                                                          commands, threads)
             report["outbox"] = _outbox_rate(broker.port, work, messages, listener)
         finally:
             listener.close()
@@ -180,8 +182,12 @@ def bench_mqtt(asr_model: Path, vad_model: Path, files: Sequence[Path], messages
     return report
 
 
+def _threads(threads: int | None) -> dict[str, int]:
+    return {} if threads is None else {"threads": threads}
+
+
 def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, vad_model: Path, voice_path: Path,
-                  commands: Sequence[str]) -> dict[str, object]:
+                  commands: Sequence[str], threads: int | None = None) -> dict[str, object]:
     """The commands spoken by ``voice`` (noise off), intent-aware endpointing off then on."""
     import soxr
 
@@ -198,7 +204,8 @@ def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, v
     setups = (("full_silence", 700, 0.0, False), ("intent_aware_partials_0.2s", 250, 0.2, True),
               ("intent_aware_partials_1s", 250, 1.0, True), ("intent_aware_at_pause", 250, 0.0, True))
     for name, matched, every_s, at_pause in setups:
-        asr = {"model": str(asr_model), "whisper_partial_every_s": every_s, "whisper_decode_at_pause": at_pause}
+        asr = {"model": str(asr_model), "whisper_partial_every_s": every_s, "whisper_decode_at_pause": at_pause,
+               **_threads(threads)}
         latencies, got = _daemon_run(work, port, listener, audio, len(commands), asr, vad_model, COMMAND_TEMPLATES,
                                      {"min_silence_ms": 700, "matched_silence_ms": matched})
         runs[name] = {**_pcts(latencies), "answers": [topic.rsplit("/", 1)[-1] for topic, _ in got],
@@ -206,4 +213,5 @@ def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, v
     answers = [runs[name]["answers"] for name, *_ in setups]  # type: ignore[index]
     runs["same_intents"] = all(a == answers[0] for a in answers)
     runs["commands"] = list(commands)
+    runs["asr_threads"] = threads if threads is not None else "hardware profile"
     return runs
