@@ -124,3 +124,29 @@ def test_margin_and_search_bounds_are_validated(tmp_path: Path) -> None:
         TemplateDecoding(beam=0)
     with pytest.raises(ConfigError, match="max_steps"):
         TemplateDecoding(max_steps=0)
+
+
+def test_pieces_are_allowed_exactly_as_may_begin_allows_them() -> None:
+    """The search asks ``Following.begins`` once per word prefix instead of ``may_begin`` per token:
+    the same answers, on Home Assistant's sentences (numbers, glued lists, apostrophes) cut anywhere."""
+    from voiced.asr.whisper_templates import _Begins
+    from voiced.bench import commands as bench
+
+    recognizer = bench._intents()
+    space = recognizer.sentence_space()
+    texts = [f" {c.text}" for c in bench.make_commands(recognizer, 6, seed=5)]
+    texts += [" Set the brightness to 50% in the kitchen.", " what's the temperature, in the office?",
+              " to mention that in this branch of the subject"]
+    tricky = [" 50", "50", "%", "'s", "'", ".", ",", "?", " twenty", "ty", "-minute", " the", "en", " x", "5", " I",
+              " ", ", the", "s.", " kitchen light"]
+    slow, fast_walker = space.walker(wildcards=False), space.walker(wildcards=False)
+    asked = 0
+    for text in texts:
+        for cut in range(len(text) + 1):
+            head, rest = text[:cut], text[cut:]
+            begins = _Begins(fast_walker, head)
+            word = rest[:rest.find(" ", 1)] if rest.find(" ", 1) > 0 else rest  # up to the next word
+            for piece in {*tricky, rest[:1], rest[:3], word}:
+                assert begins(piece) == slow.may_begin(head + piece), (head, piece)
+                asked += 1
+    assert asked > 5000
