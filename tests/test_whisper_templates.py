@@ -150,3 +150,9 @@ def test_pieces_are_allowed_exactly_as_may_begin_allows_them() -> None:
                 assert begins(piece) == slow.may_begin(head + piece), (head, piece)
                 asked += 1
     assert asked > 5000
+
+
+def test_hopeless_is_validated() -> None:
+    with pytest.raises(ConfigError, match="hopeless"):
+        TemplateDecoding(hopeless=-1)
+    assert TemplateDecoding(hopeless=None).hopeless is None
