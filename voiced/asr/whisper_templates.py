@@ -12,7 +12,9 @@ lost or misheard, a word too many at the end). Wildcard sentences are not follow
 would let any text through): their utterances keep the free transcript. Both texts are scored by the same
 model on the same audio (log-probability per token, end of text included), and the constrained
 one wins unless the free one is more probable by more than ``margin`` nats per token. Read
-speech that is no command finds no constrained sentence, or only an improbable one.
+speech that is no command finds no constrained sentence, or only an improbable one; the free
+transcript is scored first, so beginnings far below what could win are dropped (``hopeless``)
+and the search on read speech mostly ends after a few calls instead of its whole budget.
 """
 
 from __future__ import annotations
