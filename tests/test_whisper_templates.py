@@ -102,9 +102,9 @@ def test_the_same_audio_always_gives_the_same_choice(commands_setup, whisper_int
 def test_read_speech_keeps_its_free_transcript(commands_setup) -> None:
     _, _, _, whisper, hifi = commands_setup
     changed = []
-    # 4 files: on read speech the search spends its whole budget (~15 s of CPU per utterance on a
-    # loaded 2-core VM), and the suite must stay within CI's 20 minutes; bench commands checks all 116
-    for path in hifi[:4]:
+    # 12 files (~1 s of CPU each since the search drops beginnings that could not win; it was ~15 s
+    # with the whole budget spent, when this checked 4); bench commands checks all 116
+    for path in hifi[:12]:
         choice = whisper.choose(read_wav(path)[0][:, 0])
         if choice.tokens != choice.free[0]:
             changed.append(whisper.model.text(choice.tokens))
@@ -124,3 +124,35 @@ def test_margin_and_search_bounds_are_validated(tmp_path: Path) -> None:
         TemplateDecoding(beam=0)
     with pytest.raises(ConfigError, match="max_steps"):
         TemplateDecoding(max_steps=0)
+
+
+def test_pieces_are_allowed_exactly_as_may_begin_allows_them() -> None:
+    """The search asks ``Following.begins`` once per word prefix instead of ``may_begin`` per token:
+    the same answers, on Home Assistant's sentences (numbers, glued lists, apostrophes) cut anywhere."""
+    from voiced.asr.whisper_templates import _Begins
+    from voiced.bench import commands as bench
+
+    recognizer = bench._intents()
+    space = recognizer.sentence_space()
+    texts = [f" {c.text}" for c in bench.make_commands(recognizer, 6, seed=5)]
+    texts += [" Set the brightness to 50% in the kitchen.", " what's the temperature, in the office?",
+              " to mention that in this branch of the subject"]
+    tricky = [" 50", "50", "%", "'s", "'", ".", ",", "?", " twenty", "ty", "-minute", " the", "en", " x", "5", " I",
+              " ", ", the", "s.", " kitchen light"]
+    slow, fast_walker = space.walker(wildcards=False), space.walker(wildcards=False)
+    asked = 0
+    for text in texts:
+        for cut in range(len(text) + 1):
+            head, rest = text[:cut], text[cut:]
+            begins = _Begins(fast_walker, head)
+            word = rest[:rest.find(" ", 1)] if rest.find(" ", 1) > 0 else rest  # up to the next word
+            for piece in {*tricky, rest[:1], rest[:3], word}:
+                assert begins(piece) == slow.may_begin(head + piece), (head, piece)
+                asked += 1
+    assert asked > 5000
+
+
+def test_hopeless_is_validated() -> None:
+    with pytest.raises(ConfigError, match="hopeless"):
+        TemplateDecoding(hopeless=-1)
+    assert TemplateDecoding(hopeless=None).hopeless is None
