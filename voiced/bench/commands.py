@@ -127,11 +127,12 @@ def joe_voice() -> Path | None:
 
 def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 1, ct2_dir: Path | None = None,
                    voice: Path | None = None, hifitts: bool = True, analyze: bool = False,
-                   prompt: bool = True) -> dict[str, object]:
+                   prompt: bool = False) -> dict[str, object]:
     """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side.
 
-    ``prompt``: the names and areas as Whisper's previous-text prompt, as the daemon decodes by
-    default; free decoding without a prompt is measured beside it either way.
+    ``prompt``: the names and areas as Whisper's previous-text prompt (``[asr]
+    whisper_prompt_lists``, off by default in the daemon as here); free decoding without a prompt
+    is measured beside it either way.
 
     ``analyze``: also classify the development split's wrong intents (search or model errors, see
     ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""
