@@ -136,8 +136,9 @@ class AsrSection:
     """Whisper: decode each utterance as if the phrases of your lists (``[intents.lists]`` and list
     files: names, areas) had been said before it (Whisper's previous-text prompt), so a name is
     less often heard as a similar-sounding word; the phrases' last ~220 tokens are kept. Costs
-    the prompt's tokens once per decode (see "Template-aware decoding"). Off by default until its
-    effect on read speech and on the held-aside command split is measured (dev half only so far)."""
+    the prompt's tokens once per decode (see "Template-aware decoding"). Off by default: measured
+    with ``voiced bench commands --prompt`` (2026-11-25) it raised read speech's WER (hifitts 9.08 ->
+    10.59 %) and did not help template-aware decoding on the held-aside commands."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results (each costs a decode
     of what was said so far). 0: no periodic partials. Transducers give partials every window anyway."""
