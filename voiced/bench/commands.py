@@ -112,6 +112,24 @@ def _figures(refs: Sequence[str], texts: Sequence[str], wanted: Sequence, recogn
     return figures
 
 
+def hifitts_files(speech: Path) -> list[Path]:
+    """The 116 read utterances of ``speech`` (../shared/speech), sorted."""
+    return sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
+
+
+def spoken_commands(recognizer, speech: Path, voice: Path, count: int, seed: int,
+                    first: int | None = None) -> tuple[list[Command], list[np.ndarray]]:
+    """The bench's ``count`` commands (``seed``) spoken by ``voice`` in the room, the talker behind
+    from the first 20 hifitts files of ``speech``. ``first``: only the first ones rendered (the
+    renderer draws per command in order, so they are the whole set's)."""
+    from voiced.audio.wav import read_wav
+    from voiced.tts import PiperVoice
+
+    commands = make_commands(recognizer, count, seed)[:first]
+    babble = [read_wav(f)[0][:, 0] for f in hifitts_files(speech)[:20]]
+    return commands, render(commands, PiperVoice.load(voice), babble, seed)
+
+
 def _progress(message: str, n: int = 0, total: int = 0) -> None:
     """A line on stderr now and then: the whole bench takes minutes to an hour."""
     if n in (0, 1, total) or n % 10 == 0:
@@ -144,7 +162,6 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     from voiced.audio.wav import read_wav
     from voiced.bench.whisper import transcripts_of, default_ct2_dir, faster_whisper_texts
     from voiced.errors import ConfigError
-    from voiced.tts import PiperVoice
 
     voice = voice or joe_voice()
     if voice is None:
@@ -153,10 +170,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     t = time.process_time()
     space = recognizer.sentence_space()
     build_s = time.process_time() - t
-    commands = make_commands(recognizer, count, seed)
-    hifi_files = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))
-    babble = [read_wav(f)[0][:, 0] for f in hifi_files[:20]]
-    audio = render(commands, PiperVoice.load(voice), babble, seed)
+    commands, audio = spoken_commands(recognizer, speech, voice, count, seed)
+    hifi_files = hifitts_files(speech)
     whisper = WhisperRecognizer.load(model_dir, WhisperConfig(threads=1))
     whisper.use_templates(space, TemplateDecoding())
     plain = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions, no prompt, no templates
