@@ -103,3 +103,22 @@ area = ["kitchen", "bedroom"]
     assert not space.walker().is_whole("the quick brown fox")
     assert space.walker(wildcards=False).may_begin("close up the awn")
     assert not space.walker(wildcards=False).may_begin("close up the quick")  # only wildcard text could
+
+
+def test_a_word_glued_to_a_number_is_that_number_then_exactly_its_text(tmp_path: Path) -> None:
+    """Home Assistant's "{hours}-hours", "{brightness}%": one word, a number, then the label's text.
+    Any word with a digit in it once passed, so a decoder could wander through "n000zj" words."""
+    (tmp_path / "voiced.toml").write_text("""
+[intents]
+builtin = "home-assistant"
+[intents.lists]
+name = ["office timer"]
+area = ["office", "garage"]
+""")
+    space = IntentRecognizer.from_section(Config.from_file(tmp_path / "voiced.toml").intents).sentence_space()
+    walker = space.walker(wildcards=False)
+    assert walker.is_whole("add 4-hours to my office timer")
+    assert walker.may_begin("add 4") and walker.may_begin("add 4-ho") and walker.may_begin("add 12.5-")
+    assert not walker.may_begin("add n000")  # a digit in it is not enough
+    assert not walker.may_begin("add 4-hx")  # nor a number followed by other text
+    assert not walker.is_whole("add 4-hour to my office timer x")

@@ -68,12 +68,14 @@ class _Trie:
 class _Slot:
     """A slot the walk cannot expand into words: how many words it may take."""
 
-    def __init__(self, name: str, max_words: int | None, digits_close: bool = False) -> None:
+    def __init__(self, name: str, max_words: int | None, digits_close: bool = False, suffix: str | None = None) -> None:
         self.name = name
         self.max_words = max_words
         """None: as many as come."""
         self.digits_close = digits_close
         """A word of digits is the whole value (a number range: "50", not "50 more")."""
+        self.suffix = suffix
+        """A list glued to text: the text after the value ("%" of "{brightness}%"); None otherwise."""
 
     def __repr__(self) -> str:
         return f"<slot {self.name}>"
@@ -83,8 +85,15 @@ _OPEN = _Slot("wildcard", None)
 """A wildcard, a list written as templates, anything unknown: any words, as many as come."""
 _NUMBER = _Slot("range", 3, digits_close=True)
 """A number range: digits ("50") or up to three number words ("one hundred", "twenty five")."""
-_ONE_WORD = _Slot("glued", 1)
-"""A list glued to text in one word ("{brightness}%"): exactly one word."""
+_GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
+"""A label that is one placeholder glued to text after it ("{brightness}%", "{hours}-hours"):
+the only kind Home Assistant's templates have."""
+
+
+def _glued(label: str) -> _Slot:
+    """A list glued to text in one word: exactly one word, a number then the label's text."""
+    match = _GLUED.fullmatch(label)
+    return _Slot("glued", 1, suffix=match.group(1).lower() if match else "")
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,7 @@ class SentenceSpace:
         # every arc (the start state of Home Assistant's sentences has thousands)
         self._finals = finals
         self._lists = lists
+        self._glued: dict[str, _Slot] = {}
         self._word_arcs: dict[int, dict[str, list[int]]] = {}
         self._list_arcs: dict[int, list[tuple[str, int, tuple[_Trie | _Slot, ...]]]] = {}
         for state, out in arcs.items():
@@ -175,7 +185,10 @@ class SentenceSpace:
         """What a placeholder may be: a slot filled by a text list and a wildcard is either."""
         match = _PLACEHOLDER.match(label)
         if match is None:
-            return (_ONE_WORD,)  # a list glued to text, e.g. "{brightness}%"
+            glued = self._glued.get(label)
+            if glued is None:
+                glued = self._glued[label] = _glued(label)
+            return (glued,)  # a list glued to text, e.g. "{brightness}%"
         return self._lists.get(match.group(1), (_OPEN,))
 
     def _advance(self, positions: Iterable[_Pos], word: str, wildcards: bool = True) -> set[_Pos]:
@@ -305,6 +318,9 @@ def _values_trie(slot_list: object, intents: Intents) -> _Trie | _Slot:
 _DIGITS = re.compile(r"[\d.,]+")
 """A number written in digits (not "8th": an ordinal is no value of a range)."""
 
+_NUMBER_START = re.compile(r"\d[\d.,]*")
+"""The number a glued word begins with."""
+
 _NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
     " seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
@@ -316,8 +332,12 @@ def _fits(slot: _Slot, word: str, partial: bool = False) -> bool:
     """Can ``word`` (or a word beginning with it) be part of the slot's value?"""
     if slot is _OPEN:
         return True
-    if slot is _ONE_WORD and any(c.isdigit() for c in word):
-        return True  # "34-hour", "50%": the text glued to the number comes with it
+    if slot.suffix is not None:  # "34-hours", "50%": the number, then the text glued to it
+        number = _NUMBER_START.match(word)
+        if number is None:
+            return partial and not word
+        rest = word[number.end():]
+        return slot.suffix.startswith(rest) if partial else rest == slot.suffix
     if _DIGITS.fullmatch(word):
         return True
     return any(w.startswith(word) for w in _NUMBER_WORDS) if partial else word in _NUMBER_WORDS
