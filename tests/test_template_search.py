@@ -86,3 +86,65 @@ def test_depth_first_completion_when_the_budget_runs_out(space) -> None:
     without = _constrained(_Scripted(), space, TemplateDecoding(token_reward=None, max_steps=1, complete=False),
                            None, None, 500, [99])  # type: ignore[arg-type]
     assert without is None
+
+
+class _Table:
+    """A decoder that gives each next word a fixed log-probability by the words before it."""
+
+    def __init__(self, vocab: list[str], table: dict[str, dict[str, float]]) -> None:
+        self.vocab, self.table = vocab, table
+        self.eot = len(vocab)
+        self.n_text_ctx = 448
+        self.calls = 0
+
+    def text(self, tokens: list[int]) -> str:
+        return "".join(self.vocab[t] for t in tokens if t < len(self.vocab))
+
+    def decode_step(self, tokens: np.ndarray, k, v, cross_k, cross_v, offset: int):
+        self.calls += 1
+        history = (k or []) + tokens[0].tolist()
+        row = np.full(len(self.vocab) + 1, -9.0, np.float32)
+        for word, logp in self.table.get(self.text(history[1:]).strip(), {}).items():
+            row[self.eot if word == "<eot>" else self.vocab.index(word)] = logp
+        return row[np.newaxis, np.newaxis], history, history
+
+
+def test_search_goes_on_past_a_short_sentence_for_a_longer_more_probable_one(tmp_path: Path) -> None:
+    """"turn on the kitchen" ends first in the search's order (its last word is cheap, " light"
+    is not), but "turn on the kitchen light" is more probable per token, which is how the choice
+    is made: ``search_on`` calls after the first sentence find it; none keep the short one."""
+    (tmp_path / "intents.yaml").write_text(TEMPLATES.replace('["lamp", "kitchen light"]', '["kitchen", "kitchen light"]'))
+    space = IntentRecognizer.load([tmp_path / "intents.yaml"]).sentence_space()
+    vocab = [" turn", " on", " the", " kitchen", " light", " lost"]
+    lost = 1.5  # logits: " lost", no template word, takes most of the mass of each of the first words
+    table = {"": {" turn": 0.0, " lost": lost}, "turn": {" on": 0.0, " lost": lost},
+             "turn on": {" the": 0.0, " lost": lost}, "turn on the": {" kitchen": 0.0, " lost": lost},
+             "turn on the kitchen": {"<eot>": 0.0, " light": -0.8}, "turn on the kitchen light": {"<eot>": 0.0}}
+    short = _constrained(_Table(vocab, table), space, TemplateDecoding(search_on=0), None, None, 500, [99])  # type: ignore[arg-type]
+    longer = _constrained(_Table(vocab, table), space, TemplateDecoding(search_on=5), None, None, 500, [99])  # type: ignore[arg-type]
+    assert short is not None and longer is not None
+    assert "".join(vocab[t] for t in short[0]) == " turn on the kitchen"
+    assert "".join(vocab[t] for t in longer[0]) == " turn on the kitchen light"
+    assert longer[2] / (len(longer[0]) + 1) > short[2] / (len(short[0]) + 1)
+
+
+def test_unfinished_beginnings_are_reported_for_alignment(space) -> None:
+    """No sentence within the budget: the search hands back what it extended (deepest "turn on the"
+    included), which decode_with_templates aligns to template sentences."""
+    vocab = [" turn", " on", " the", " kitchen", " light"]
+    table = {"": {" turn": -1.0}, "turn": {" on": -1.0}, "turn on": {" the": -1.0}}
+    unfinished: list[tuple[float, list[int]]] = []
+    found = _constrained(_Table(vocab, table), space, TemplateDecoding(max_steps=3, complete=False),
+                         None, None, 500, [99], unfinished=unfinished)  # type: ignore[arg-type]
+    assert found is None
+    assert ["".join(vocab[t] for t in tokens) for _, tokens in unfinished] == [" turn", " turn on", " turn on the"]
+
+
+@pytest.mark.parametrize(("text", "cased"), [
+    (" Turn on the", True), (" TV", True), (" TVs", True), (" off", True), (" OFFICE", True), (" 50%", True),
+    (" OffIce", False), (" tImeRS", False), (" hIgH", False), (" Turn on the kItchen", False),
+])
+def test_words_are_cased_as_whisper_writes_them(text: str, cased: bool) -> None:
+    from voiced.asr.whisper_templates import _cased
+
+    assert _cased(text) is cased

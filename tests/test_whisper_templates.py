@@ -54,15 +54,22 @@ search ordered by log-probability per token missed: "pause"/"unpause" heard as "
 cause", "I'll see you" (free greedy gets none of them). Never test-split ones (odd indices)."""
 
 
-@pytest.mark.shared
-def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_dir: Path, speech: Path) -> None:
-    from voiced.bench.commands import _key
-
-    assert all(i % 2 == 0 for i in FIRST_WORD_MISSES)  # the development split only
-    # the renderer draws per command in order: the first 85 give the bench's audio for these
+@pytest.fixture(scope="module")
+def bench_dev(whisper_int8_dir: Path, speech: Path):
+    """The first 85 of ``voiced bench commands``' 120 (seed 1): the renderer draws per command in
+    order, so these are the bench's audio. Tests use development-split ones (even indices) only."""
     recognizer, commands, audio = spoken_commands(speech, 120, seed=1, first=max(FIRST_WORD_MISSES) + 1)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
+    return recognizer, commands, audio, whisper
+
+
+@pytest.mark.shared
+def test_commands_whose_first_word_the_audio_disfavours_are_found(bench_dev) -> None:
+    from voiced.bench.commands import _key
+
+    assert all(i % 2 == 0 for i in FIRST_WORD_MISSES)  # the development split only
+    recognizer, commands, audio, whisper = bench_dev
     right = []
     for i in FIRST_WORD_MISSES:
         choice = whisper.choose(audio[i])
@@ -71,6 +78,30 @@ def test_commands_whose_first_word_the_audio_disfavours_are_found(whisper_int8_d
     # are within ~0.1 nat per token of each other, so the INT8 kernels' last bits decide 2 and 84);
     # 0/7 with the search ordered by log-probability per token, before the mark rules
     assert sum(right) >= 4, right
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("index", "on", "off"), [
+    (0, {"search_on": 30}, {}),  # "cancel all of my timers" ends the search first; "... in our bathroom" is said
+    (38, {}, {"align_partials": 0}),  # the search got to "Resume the 19 hour time"; " time" + "r" never comes
+])
+def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev, index: int, on, off) -> None:
+    """Development commands of ``voiced bench commands`` that only ``search_on`` (going on past the
+    first finished sentence; off by default) and ``align_partials`` (aligning the search's deepest
+    beginnings) get right."""
+    from voiced.bench.commands import _key
+
+    recognizer, commands, audio, whisper = bench_dev
+    assert index % 2 == 0  # the development split only
+    wanted = (commands[index].intent, commands[index].slots)
+
+    def heard(settings: TemplateDecoding):
+        ours = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions
+        ours.use_templates(recognizer.sentence_space(), settings)
+        return _key(recognizer.recognize(ours.model.text(ours.choose(audio[index]).tokens)))
+
+    assert heard(TemplateDecoding(**on)) == wanted
+    assert heard(TemplateDecoding(**off)) != wanted
 
 
 @pytest.mark.shared
