@@ -120,8 +120,8 @@ def test_search_goes_on_past_a_short_sentence_for_a_longer_more_probable_one(tmp
     table = {"": {" turn": 0.0, " lost": lost}, "turn": {" on": 0.0, " lost": lost},
              "turn on": {" the": 0.0, " lost": lost}, "turn on the": {" kitchen": 0.0, " lost": lost},
              "turn on the kitchen": {"<eot>": 0.0, " light": -0.8}, "turn on the kitchen light": {"<eot>": 0.0}}
-    short = _constrained(_Table(vocab, table), space, TemplateDecoding(search_on=0), None, None, 500, [99])  # type: ignore[arg-type]
-    longer = _constrained(_Table(vocab, table), space, TemplateDecoding(search_on=5), None, None, 500, [99])  # type: ignore[arg-type]
+    short, longer = (_constrained(_Table(vocab, table), space, TemplateDecoding(search_on=calls),  # type: ignore[arg-type]
+                                  None, None, 500, [99]) for calls in (0, 5))
     assert short is not None and longer is not None
     assert "".join(vocab[t] for t in short[0]) == " turn on the kitchen"
     assert "".join(vocab[t] for t in longer[0]) == " turn on the kitchen light"
@@ -148,3 +148,11 @@ def test_words_are_cased_as_whisper_writes_them(text: str, cased: bool) -> None:
     from voiced.asr.whisper_templates import _cased
 
     assert _cased(text) is cased
+
+
+@pytest.mark.parametrize("bad", [{"search_on": -1}, {"align_partials": -1}, {"align_partials": 101}])
+def test_search_settings_are_validated(bad: dict[str, int]) -> None:
+    from voiced.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        TemplateDecoding(**bad)

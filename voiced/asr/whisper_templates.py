@@ -7,13 +7,13 @@ tokenization of a sentence is allowed, and its end only where hassil matches the
 It is best-first: the hypothesis with the best log-probability plus a reward per token (an
 estimate of what the rest of the sentence costs) is extended next, within a budget of decoder
 calls, then depth first if no sentence was finished by then (``search_on``: a few more calls may
-look for a longer sentence more probable per token). If none is finished, the
-template sentences a few word edits from the free transcript or from the search's deepest
-beginnings are scored instead (``template_align``: the first word lost or misheard, a word too
-many at the end, a last word Whisper would only write another way). Wildcard sentences are not followed (a wildcard
-would let any text through): their utterances keep the free transcript. Both texts are scored by the same
-model on the same audio (log-probability per token, end of text included), and the constrained
-one wins unless the free one is more probable by more than ``margin`` nats per token. Read
+look for a longer sentence more probable per token). If none is finished, the template
+sentences a few word edits from the free transcript or from the search's deepest beginnings
+are scored instead (``template_align``: the first word lost or misheard, a word too many at
+the end, a last word Whisper would only write another way). Wildcard sentences are not
+followed (a wildcard would let any text through): their utterances keep the free transcript.
+Both texts are scored by the same model on the same audio (log-probability per token, end of
+text included), and the constrained one wins unless the free one is more probable by more than ``margin`` nats per token. Read
 speech that is no command finds no constrained sentence, or only an improbable one; the free
 transcript is scored first, so beginnings far below what could win are dropped (``hopeless``)
 and the search on read speech mostly ends after a few calls instead of its whole budget.
@@ -346,7 +346,8 @@ def _normalized(hyp: _Hyp) -> float:
 
 def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
                  cross_v: ort.OrtValue, num_frames: int, initial: list[int], floor: float = -np.inf,
-                 unfinished: list[tuple[float, list[int]]] | None = None) -> tuple[list[int], list[float], float] | None:
+                 unfinished: list[tuple[float, list[int]]] | None = None
+                 ) -> tuple[list[int], list[float], float] | None:
     """Best-first search over the tokens that keep the text inside the template sentences.
 
     The most promising hypothesis (``_rank``) is extended next, so a beginning the audio favours
