@@ -33,8 +33,8 @@ def _files(speech: Path) -> list[Path]:
 
 def diagnostic_files(speech: Path) -> list[Path]:
     """jfk, beckett and every fourth hifitts file (31): for the tests that say *why* the 118-file
-    token tests hold (same features, same decoding under sherpa's runtime), which cost a child
-    process or a model per file; the token tests themselves decode all 118."""
+    INT8 token test holds (same features, same decoding under sherpa's runtime), which cost a
+    child process or a model per file, and for the FP32 token test."""
     files = _files(speech)
     return [*files[:2], *files[2::4]]
 
@@ -97,9 +97,13 @@ def _differences(model_dir: Path, files: list[Path], int8: bool,
 
 
 @pytest.mark.shared
-def test_fp32_tokens_equal_sherpa_onnx_on_every_real_file(whisper_model_dir, shared) -> None:
-    files = _files(shared / "speech")
-    assert len(files) == 118
+def test_fp32_tokens_equal_sherpa_onnx_on_real_files(whisper_model_dir, shared) -> None:
+    """The FP32 export on 31 of the real files (``diagnostic_files``): the INT8 model, which is what
+    voiced ships and what depends on the quantizer's choices, is checked on all 118 below; FP32 on
+    all 118 doubled this test's time for the same decoding code (they were equal on all 118 when it
+    ran them, 2026-11-25)."""
+    files = diagnostic_files(shared / "speech")
+    assert len(files) == 31
     differ = _differences(whisper_model_dir, files, int8=False)
     assert not differ, f"{len(differ)}/{len(files)} differ from sherpa-onnx: {differ[:3]}"
 

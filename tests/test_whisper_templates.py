@@ -36,14 +36,15 @@ def test_commands_in_a_room_get_their_intent_far_more_often(commands_setup) -> N
 
     recognizer, commands, audio, whisper, _ = commands_setup
     free = template = 0
-    for command, samples in zip(commands, audio):
+    for n, (command, samples) in enumerate(zip(commands, audio)):
         choice = whisper.choose(samples)
         wanted = (command.intent, command.slots)
         free += _key(recognizer.recognize(whisper.model.text(choice.free[0]))) == wanted
         template += _key(recognizer.recognize(whisper.model.text(choice.tokens))) == wanted
-        result = whisper.finish(_stream(whisper, samples))  # the daemon's path gives the same text
-        assert result.text == whisper.model.text(choice.tokens).strip()
-        assert result.from_templates == choice.from_templates
+        if n < 4:  # the daemon's path gives the same text (a second decode: on a few)
+            result = whisper.finish(_stream(whisper, samples))
+            assert result.text == whisper.model.text(choice.tokens).strip()
+            assert result.from_templates == choice.from_templates
     # measured here: free 1/16, template-aware 11/16 (voiced bench commands has the full figures)
     assert template >= free + 8 and template >= 10
 
