@@ -18,6 +18,7 @@ written as templates beyond a bound — may always take one more word, so the wa
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import string
 from bisect import bisect_left
@@ -90,8 +91,10 @@ _GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
 the only kind Home Assistant's templates have."""
 
 
+@functools.cache
 def _glued(label: str) -> _Slot:
-    """A list glued to text in one word: exactly one word, a number then the label's text."""
+    """A list glued to text in one word: exactly one word, a number then the label's text (one
+    slot per label, as for every other list)."""
     match = _GLUED.fullmatch(label)
     return _Slot("glued", 1, suffix=match.group(1).lower() if match else "")
 
@@ -119,7 +122,6 @@ class SentenceSpace:
         # every arc (the start state of Home Assistant's sentences has thousands)
         self._finals = finals
         self._lists = lists
-        self._glued: dict[str, _Slot] = {}
         self._word_arcs: dict[int, dict[str, list[int]]] = {}
         self._list_arcs: dict[int, list[tuple[str, int, tuple[_Trie | _Slot, ...]]]] = {}
         for state, out in arcs.items():
@@ -185,10 +187,7 @@ class SentenceSpace:
         """What a placeholder may be: a slot filled by a text list and a wildcard is either."""
         match = _PLACEHOLDER.match(label)
         if match is None:
-            glued = self._glued.get(label)
-            if glued is None:
-                glued = self._glued[label] = _glued(label)
-            return (glued,)  # a list glued to text, e.g. "{brightness}%"
+            return (_glued(label),)  # a list glued to text, e.g. "{brightness}%"
         return self._lists.get(match.group(1), (_OPEN,))
 
     def _advance(self, positions: Iterable[_Pos], word: str, wildcards: bool = True) -> set[_Pos]:

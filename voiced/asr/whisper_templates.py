@@ -399,10 +399,11 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
             if best is None or _normalized(hyp) > _normalized(best):
                 best = hyp
             continue
-        if best is not None and (steps >= stop_at or _normalized(hyp) < _normalized(best)):
+        if best is not None:
             if steps >= stop_at:
                 break
-            continue
+            if _normalized(hyp) < _normalized(best):
+                continue
         if hyp.row is None:
             if steps == budget and best is None:
                 if not settings.complete or budget > settings.max_steps:
