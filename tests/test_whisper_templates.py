@@ -7,6 +7,7 @@ run), real hifitts read speech.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from tests.whisper_fixtures import spoken_commands
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_templates import TemplateDecoding
+from voiced.audio.dereverb import DereverbConfig
 from voiced.audio.wav import read_wav
 from voiced.config import Config
 from voiced.errors import ConfigError
@@ -103,6 +105,57 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
 
     assert heard(TemplateDecoding(**on)) == wanted
     assert heard(TemplateDecoding(**off)) != wanted
+
+
+@pytest.mark.shared
+def test_a_command_across_the_room_is_heard_once_dereverberated(bench_dev) -> None:
+    """Development command 36: "set the awnings position to 0% on our garage", heard "shade" as
+    the room's tail smears "awnings"; dereverberated (WPE, ``[asr] whisper_dereverb``) it is
+    "Awning". (Of the first 85 commands' development half this is the one it gains; it loses 20,
+    "start my garage door", which then gets an area not said; the bench has the totals, and they
+    are why it is off by default.)"""
+    from voiced.bench.commands import _key
+
+    recognizer, commands, audio, whisper = bench_dev
+    index = 36
+    wanted = (commands[index].intent, commands[index].slots)
+
+    def heard(dereverb: DereverbConfig | None):
+        ours = WhisperRecognizer(whisper.model, replace(whisper.config, dereverb=dereverb))
+        ours.use_templates(recognizer.sentence_space(), TemplateDecoding())
+        return _key(recognizer.recognize(ours.model.text(ours.choose(audio[index]).tokens)))
+
+    assert heard(DereverbConfig()) == wanted
+    assert heard(None) != wanted
+
+
+@pytest.mark.shared
+def test_the_daemon_dereverberates_when_told_to(bench_dev, whisper_int8_dir: Path, models: Path,
+                                                      tmp_path: Path) -> None:
+    """``[asr] whisper_dereverb`` (off by default) reaches the daemon's recognizer: its result for a
+    command across the room is the dereverberated audio's (same words here, other probabilities)."""
+    from voiced.core.models import Models
+    from voiced.runtime.hardware import select_profile
+    from voiced.stages import Counters
+
+    _, _, audio, whisper = bench_dev
+    samples = audio[36]
+    dry = WhisperRecognizer(whisper.model, replace(whisper.config, dereverb=DereverbConfig())).recognize(samples)
+    wet = WhisperRecognizer(whisper.model, whisper.config).recognize(samples)
+    assert dry != wet
+    for key, wanted in (({"whisper_dereverb": True}, dry), ({}, wet)):
+        config = Config.from_dict({
+            "asr": {"model": str(whisper_int8_dir), **key},
+            "vad": {"model": str(models / "silero_vad_v5" / "silero_vad.onnx")},
+            "daemon": {"state_dir": str(tmp_path / "state")},
+        })
+        loaded = Models.load(config, select_profile(config.hardware.profile), Counters())
+        try:
+            stream = loaded.recognizer.create_stream()  # type: ignore[union-attr]
+            stream.accept_waveform(samples)
+            assert loaded.recognizer.finish(stream) == wanted  # type: ignore[union-attr]
+        finally:
+            loaded.close()
 
 
 @pytest.mark.shared

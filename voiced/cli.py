@@ -35,6 +35,9 @@ def _add_asr_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     g.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
     g.add_argument("--language", default=None, metavar="CODE",
                    help="multilingual Whisper models: language code, e.g. de (default: detected)")
+    g.add_argument("--dereverb", action="store_true",
+                   help="Whisper: remove late room reverberation (WPE) from each utterance before decoding"
+                   " (as [asr] whisper_dereverb does in the daemon)")
 
 
 def _add_vad_args(p: argparse.ArgumentParser, default: str) -> None:
@@ -119,6 +122,7 @@ def _recognizer(args: argparse.Namespace):
     from voiced.asr.recognizer import RecognizerConfig
     from voiced.asr.search import SearchMethod
     from voiced.asr.whisper import WhisperConfig
+    from voiced.audio.dereverb import DereverbConfig
     from voiced.runtime.graph_cache import default_graph_cache
     from voiced.runtime.onnx import SessionOptions
 
@@ -126,7 +130,8 @@ def _recognizer(args: argparse.Namespace):
         method=SearchMethod(args.method), hotwords=tuple(args.hotword),
         tail_padding_ms=args.tail_padding_ms, threads=args.threads,
     )
-    whisper = WhisperConfig(language=args.language, threads=args.threads)
+    whisper = WhisperConfig(language=args.language, threads=args.threads,
+                            dereverb=DereverbConfig() if args.dereverb else None)
     # The optimized graphs are kept: a second run skips the optimization (a third of a short file's CPU).
     session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
     return load_recognizer(args.asr_model, transducer, whisper, session)

@@ -139,6 +139,12 @@ class AsrSection:
     the prompt's tokens once per decode (see "Template-aware decoding"). Off by default: measured
     with ``voiced bench commands --prompt`` (2026-11-25) it raised read speech's WER (hifitts 9.08 ->
     10.59 %) and did not help template-aware decoding on the held-aside commands."""
+    whisper_dereverb: bool = False
+    """Whisper: remove late room reverberation from each utterance before decoding it (WPE, see
+    ``voiced.audio.dereverb``), for a microphone across the room. About 15 ms of CPU per second of
+    speech here. Off by default: measured with ``voiced bench commands --dereverb`` (2026-11-25) it
+    lowered free transcription's word errors on the reverberant commands but not template-aware
+    decoding's (held-aside right intents 86.7 -> 85.0 %); see "Dereverberation"."""
     whisper_partial_every_s: float = 0.0
     """Whisper: re-decode the growing utterance this often for partial results (each costs a decode
     of what was said so far). 0: no periodic partials. Transducers give partials every window anyway."""

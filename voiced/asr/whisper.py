@@ -26,6 +26,7 @@ import numpy as np
 from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper_model import WhisperModel
 from voiced.asr.whisper_templates import Choice, TemplateDecoding, decode_with_templates
+from voiced.audio.dereverb import DereverbConfig, dereverberate
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
@@ -62,6 +63,9 @@ class WhisperConfig:
     partials on or off. Costs one decode of what was said so far per pause."""
     threads: int = 1
     """ONNX Runtime intra-op threads per session."""
+    dereverb: DereverbConfig | None = None
+    """Remove late room reverberation from each utterance before its features (``dereverberate``,
+    WPE); None: the audio as heard, features bit for bit sherpa-onnx's."""
 
     def __post_init__(self) -> None:
         if self.tail_padding_frames < 0:
@@ -208,6 +212,7 @@ class WhisperRecognizer:
         """The transcript of one utterance of any length (pieces of < 30 s cut at quiet moments).
 
         ``templates``: a single piece may be decoded template-aware (see ``use_templates``)."""
+        samples = self._heard(samples)
         mel = log_mel(samples, self.model.n_mels) if len(samples) else np.zeros((0, self.model.n_mels), np.float32)
         if len(mel) == 0:
             return RecognitionResult("", (), (), (), 0.0)
@@ -243,7 +248,13 @@ class WhisperRecognizer:
     def choose(self, samples: np.ndarray) -> Choice:
         """Both transcripts of one utterance (< 30 s) with their scores, for measuring the margin;
         needs ``use_templates``."""
-        return self._choose(log_mel(samples, self.model.n_mels))
+        return self._choose(log_mel(self._heard(samples), self.model.n_mels))
+
+    def _heard(self, samples: np.ndarray) -> np.ndarray:
+        """What is decoded of ``samples``: dereverberated when the config asks for it."""
+        if self.config.dereverb is None or not len(samples):
+            return samples
+        return dereverberate(samples, self.config.dereverb)
 
     def _choose(self, mel: np.ndarray) -> Choice:
         if self._commands is None:

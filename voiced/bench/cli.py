@@ -101,6 +101,9 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--prompt", action="store_true", help="decode with the names and areas as Whisper's prompt"
                    " ([asr] whisper_prompt_lists = true; off by default, as in the daemon); free decoding without"
                    " it is measured either way")
+    b.add_argument("--dereverb", action="store_true", help="dereverberate the audio before decoding ([asr]"
+                   " whisper_dereverb = true; off by default, as in the daemon); the other side of the switch is"
+                   " measured beside it either way")
     b.add_argument("--analyze", action="store_true", help="classify the development split's wrong intents: search"
                    " errors (the reference scores better than what the search found) or model/selection errors")
     b.set_defaults(func=_commands)
@@ -276,7 +279,7 @@ def _commands(args: argparse.Namespace) -> int:
 
     return _print(bench_commands(args.asr_model, args.speech, count=args.count, seed=args.seed, ct2_dir=args.ct2_model,
                                  voice=args.voice, hifitts=not args.no_hifitts, analyze=args.analyze,
-                                 prompt=args.prompt))
+                                 prompt=args.prompt, dereverb=args.dereverb))
 
 
 def _intents(args: argparse.Namespace) -> int:

@@ -9,7 +9,10 @@ utterance, 12-25 dB below the command). Every choice is seeded. Odd-numbered sen
 the test split, never looked at when choosing. The figures are at the daemon's default margin
 (``TemplateDecoding.margin``); the margin with the fewest word errors on the even-numbered
 (development) sentences is reported beside it with its test and read-speech figures: the
-commands alone favour ever larger margins, which read speech pays for.
+commands alone favour ever larger margins, which read speech pays for. The audio is decoded as
+heard, as in the daemon by default; the figures of the audio dereverberated (``[asr]
+whisper_dereverb``) are beside them (``*_dereverberated``), or the other way round with
+``dereverb``.
 
 The hifitts part checks that read speech, which is no command, keeps its free transcript.
 """
@@ -20,7 +23,7 @@ import random
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -149,18 +152,23 @@ def joe_voice() -> Path | None:
 
 def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 1, ct2_dir: Path | None = None,
                    voice: Path | None = None, hifitts: bool = True, analyze: bool = False,
-                   prompt: bool = False) -> dict[str, object]:
+                   prompt: bool = False, dereverb: bool = False) -> dict[str, object]:
     """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side.
 
     ``prompt``: the names and areas as Whisper's previous-text prompt (``[asr]
     whisper_prompt_lists``, off by default in the daemon as here); free decoding without a prompt
     is measured beside it either way.
 
+    ``dereverb``: remove late reverberation before decoding (``[asr] whisper_dereverb``, off by
+    default in the daemon as here); free and template-aware decoding of the other side of the
+    switch are measured beside it either way.
+
     ``analyze``: also classify the development split's wrong intents (search or model errors, see
     ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
     from voiced.asr.whisper_prompt import prompt_text
     from voiced.asr.whisper_templates import TemplateDecoding
+    from voiced.audio.dereverb import DereverbConfig
     from voiced.audio.wav import read_wav
     from voiced.bench.whisper import transcripts_of, default_ct2_dir, faster_whisper_texts
     from voiced.errors import ConfigError
@@ -174,23 +182,34 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     build_s = time.process_time() - t
     commands, audio = spoken_commands(recognizer, speech, voice, count, seed)
     hifi_files = hifitts_files(speech)
-    whisper = WhisperRecognizer.load(model_dir, WhisperConfig(threads=1))
+    whisper = WhisperRecognizer.load(model_dir, WhisperConfig(threads=1,
+                                                              dereverb=DereverbConfig() if dereverb else None))
     whisper.use_templates(space, TemplateDecoding())
     plain = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions, no prompt, no templates
     prompt_says = prompt_text(recognizer.list_phrases()) if prompt else ""
     whisper.use_prompt(prompt_says)
-    choices, free_s, template_s, plain_texts, plain_s = [], [], [], [], []
+    # the other side of the dereverberation switch: the same sessions, no prompt
+    heard = WhisperRecognizer(whisper.model, replace(whisper.config, dereverb=None if dereverb else DereverbConfig()))
+    heard.use_templates(space, TemplateDecoding())
+    choices, free_s, template_s, plain_texts, plain_s, other, other_s = [], [], [], [], [], [], []
     for n, x in enumerate(audio, 1):
         _progress(f"decoding commands: {n}/{len(audio)}", n, len(audio))
         t = time.process_time()
-        plain_texts.append(plain.recognize(x).text)
-        plain_s.append(time.process_time() - t)
-        t = time.process_time()
-        whisper.recognize(x)
+        free_text = whisper.recognize(x).text
         free_s.append(time.process_time() - t)
+        if prompt_says:
+            t = time.process_time()
+            plain_texts.append(plain.recognize(x).text)
+            plain_s.append(time.process_time() - t)
+        else:  # no prompt: the same decoding
+            plain_texts.append(free_text)
+            plain_s.append(free_s[-1])
         t = time.process_time()
         choices.append(whisper.choose(x))
         template_s.append(time.process_time() - t)
+        t = time.process_time()
+        other.append(heard.choose(x))
+        other_s.append(time.process_time() - t)
     text = whisper.model.text
     dev = [i for i, c in enumerate(commands) if not c.test]
     test = [i for i, c in enumerate(commands) if c.test]
@@ -209,8 +228,9 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     pick = lambda idx: ([refs[i] for i in idx], [wanted[i] for i in idx])  # noqa: E731
     test_refs, test_wanted = pick(test)
     dev_refs, dev_wanted = pick(dev)
+    switched = "as_heard" if dereverb else "dereverberated"  # the figures of the other side of the switch
     report: dict[str, object] = {
-        "commands": len(commands), "dev": len(dev), "test_split": len(test), "seed": seed,
+        "commands": len(commands), "dev": len(dev), "test_split": len(test), "seed": seed, "dereverb": dereverb,
         "space_build_s": round(build_s, 2), "space_states": space.state_count,
         "dev_wer_by_margin": sweep, "margin": margin, "margin_chosen_on_dev": dev_margin,
         "prompt": prompt_says, "prompt_tokens": max(0, len(whisper.model.prompt_tokens(prompt_says)) - 1),
@@ -218,16 +238,23 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             "free_no_prompt": _figures(dev_refs, [plain_texts[i] for i in dev], dev_wanted, recognizer),
             "free": _figures(dev_refs, [text(choices[i].free[0]) for i in dev], dev_wanted, recognizer),
             "template_aware": _figures(dev_refs, texts_at(margin, dev), dev_wanted, recognizer),
+            f"free_{switched}": _figures(dev_refs, [text(other[i].free[0]) for i in dev], dev_wanted, recognizer),
+            f"template_aware_{switched}": _figures(dev_refs, [text(other[i].with_margin(margin).tokens) for i in dev],
+                                                   dev_wanted, recognizer),
         },
         "test": {
             "free_no_prompt": _figures(test_refs, [plain_texts[i] for i in test], test_wanted, recognizer),
             "free": _figures(test_refs, [text(choices[i].free[0]) for i in test], test_wanted, recognizer),
             "template_aware": _figures(test_refs, texts_at(margin, test), test_wanted, recognizer),
             "template_aware_at_dev_margin": _figures(test_refs, texts_at(dev_margin, test), test_wanted, recognizer),
+            f"free_{switched}": _figures(test_refs, [text(other[i].free[0]) for i in test], test_wanted, recognizer),
+            f"template_aware_{switched}": _figures(test_refs, [text(other[i].with_margin(margin).tokens) for i in test],
+                                                   test_wanted, recognizer),
         },
         "cpu_ms_per_command": {"free_no_prompt_p50": round(1000 * float(np.median(plain_s)), 1),
                                "free_p50": round(1000 * float(np.median(free_s)), 1),
-                               "template_aware_p50": round(1000 * float(np.median(template_s)), 1)},
+                               "template_aware_p50": round(1000 * float(np.median(template_s)), 1),
+                               f"template_aware_{switched}_p50": round(1000 * float(np.median(other_s)), 1)},
     }
     ct2_dir = ct2_dir or default_ct2_dir()
     if analyze and ct2_dir is not None:
@@ -251,11 +278,17 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     if hifitts:
         hifi_refs = transcripts_of(hifi_files)
         pairs_plain, pairs_free, pairs_templ, pairs_dev, chosen, chosen_dev = [], [], [], [], 0, 0
+        pairs_other_free, pairs_other_templ, chosen_other = [], [], 0
         for n, f in enumerate(hifi_files, 1):
             _progress(f"hifitts: {n}/{len(hifi_files)}", n, len(hifi_files))
             samples = read_wav(f)[0][:, 0]
-            pairs_plain.append((hifi_refs[str(f)], plain.recognize(samples).text))
             choice = whisper.choose(samples).with_margin(margin)
+            # no prompt: the free decoding is the same
+            pairs_plain.append((hifi_refs[str(f)], plain.recognize(samples).text if prompt_says else text(choice.free[0])))
+            switch = heard.choose(samples).with_margin(margin)
+            pairs_other_free.append((hifi_refs[str(f)], text(switch.free[0])))
+            pairs_other_templ.append((hifi_refs[str(f)], text(switch.tokens)))
+            chosen_other += switch.from_templates and switch.constrained != switch.free
             pairs_free.append((hifi_refs[str(f)], text(choice.free[0])))
             pairs_templ.append((hifi_refs[str(f)], text(choice.tokens)))
             chosen += choice.from_templates and choice.constrained != choice.free
@@ -268,5 +301,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
                              "wer_template_aware_percent": round(wer(pairs_templ), 2),
                              "changed_by_templates": int(chosen),
                              "wer_template_aware_at_dev_margin_percent": round(wer(pairs_dev), 2),
-                             "changed_at_dev_margin": int(chosen_dev)}
+                             "changed_at_dev_margin": int(chosen_dev),
+                             f"wer_free_{switched}_percent": round(wer(pairs_other_free), 2),
+                             f"wer_template_aware_{switched}_percent": round(wer(pairs_other_templ), 2),
+                             f"changed_by_templates_{switched}": int(chosen_other)}
     return report

@@ -63,7 +63,7 @@ def classify(whisper: WhisperRecognizer, commands: Sequence[Command], audio: Seq
         if intent_of(model.text(choice.tokens)) == wanted:
             right += 1
             continue
-        cross_k, cross_v, _, initial = whisper._free(log_mel(samples, model.n_mels))[1]  # the same audio encoded again
+        cross_k, cross_v, _, initial = whisper._free(log_mel(whisper._heard(samples), model.n_mels))[1]  # encoded again
         ref_score = max(_score(model, cross_k, cross_v, initial, ids) / (len(ids) + 1)
                         for ids in (tokenizer.encode(r, add_special_tokens=False).ids for r in _renderings(command.text)))
         constrained = choice.constrained

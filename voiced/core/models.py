@@ -18,6 +18,7 @@ from voiced.asr.sentence_context import TemplateSearch
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_prompt import prompt_text
 from voiced.asr.whisper_templates import TemplateDecoding
+from voiced.audio.dereverb import DereverbConfig
 from voiced.cloud import CloudRouter
 from voiced.config import Config
 from voiced.intents import IntentRecognizer
@@ -79,7 +80,8 @@ class Models:
                 tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
             ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
                              partial_every_s=cfg.asr.whisper_partial_every_s,
-                             decode_at_pause=cfg.asr.whisper_decode_at_pause), session)
+                             decode_at_pause=cfg.asr.whisper_decode_at_pause,
+                             dereverb=DereverbConfig() if cfg.asr.whisper_dereverb else None), session)
         m.use_sentence_space(m.intents)
         if cfg.vad.kind is VadKind.SILERO:
             m.silero = SileroVad.load(cfg.vad.model, profile.session_options(OnnxRole.VAD))
