@@ -15,6 +15,7 @@ import pytest
 import voiced.audio.dereverb as dereverb
 from voiced.audio.dereverb import DereverbConfig, dereverberate, wpe
 from voiced.audio.wav import read_wav
+from voiced.bench.commands import room_impulse
 from voiced.errors import ConfigError
 
 EARLY = 512
@@ -28,11 +29,7 @@ def read_speech(speech: Path) -> np.ndarray:
 
 
 def _room(rt60: float = 0.5, seed: int = 7) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    n = int(rt60 * 16000)
-    ir = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
-    ir[0] = 1.0 / 0.3
-    return ir
+    return room_impulse(rt60, np.random.default_rng(seed))
 
 
 def _late_ratio_db(heard: np.ndarray, early: np.ndarray) -> float:

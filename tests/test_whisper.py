@@ -186,13 +186,10 @@ def test_transcribe_cli_dereverberates_when_asked(whisper_model_dir, shared, tmp
 
     from voiced.audio.dereverb import DereverbConfig
     from voiced.audio.wav import write_wav
+    from voiced.bench.commands import room_impulse
 
     samples = _samples(shared / "speech" / "jfk" / "jfk.wav")
-    rng = np.random.default_rng(7)
-    n = int(0.8 * 16000)
-    room = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
-    room[0] = 1 / 0.3
-    wet = np.convolve(samples, room)[:len(samples)]
+    wet = np.convolve(samples, room_impulse(0.8, np.random.default_rng(7)))[:len(samples)]
     wet = (0.9 * wet / np.abs(wet).max()).astype(np.float32)
     path = tmp_path / "jfk_room.wav"
     write_wav(path, wet, 16000)

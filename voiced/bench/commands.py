@@ -30,7 +30,7 @@ import numpy as np
 
 from voiced.asr.wer import wer
 
-__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render"]
+__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render", "room_impulse"]
 
 NAMES = ("kitchen light", "porch light", "living room lamp", "ceiling fan", "garage door", "desk lamp",
          "hallway light", "bedroom heater", "front door", "tv")
@@ -79,6 +79,16 @@ def make_commands(recognizer, count: int, seed: int) -> list[Command]:
     return commands
 
 
+def room_impulse(rt60: float, rng: np.random.Generator) -> np.ndarray:
+    """A room's impulse response at 16 kHz: decaying noise, -60 dB at ``rt60`` seconds, after a
+    direct path 13-18 dB below the tail's energy (RT60 0.2-0.6 s): a hard room, the talker a few
+    metres off (a 40 m3 room's critical distance is ~0.6 m)."""
+    n = int(rt60 * 16000)
+    ir = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)
+    ir[0] = 1.0 / 0.3
+    return ir
+
+
 def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
     """Each command spoken by ``voice`` in a reverberant room with a talker behind (16 kHz float)."""
     import soxr
@@ -91,12 +101,7 @@ def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], see
         options = SynthesisOptions(noise_scale=0.0, noise_w=0.0, length_scale=float(rng.uniform(0.85, 1.15)))
         speech = np.concatenate([c.samples for c in voice.synthesize(command.text, options)]).astype(np.float32) / 32768
         speech = soxr.resample(speech, voice.sample_rate, 16000).astype(np.float32)
-        rt60 = rng.uniform(0.2, 0.6)
-        n = int(rt60 * 16000)
-        ir = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n)  # -60 dB at rt60
-        # the direct path 13-18 dB below the tail's energy (RT60 0.2-0.6 s): a hard room, the
-        # talker a few metres off (a 40 m3 room's critical distance is ~0.6 m)
-        ir[0] = 1.0 / 0.3
+        ir = room_impulse(rng.uniform(0.2, 0.6), rng)
         wet = np.convolve(speech, ir)[:len(speech) + 8000]
         wet *= np.sqrt(np.mean(speech ** 2) / max(np.mean(wet ** 2), 1e-12))
         other = babble[int(rng.integers(len(babble)))]
