@@ -88,6 +88,34 @@ def test_greedy_runs_the_decoder_once_per_distinct_context(int8_dirs: dict[str, 
         assert len(contexts) == len(set(contexts)) == len(seen) < len(ours.token_ids) + 1, kind
 
 
+def test_greedy_scores_a_chunk_in_one_joiner_call_where_exact(model_dir: Path, int8_dirs: dict[str, Path],
+                                                              speech: Path) -> None:
+    samples = read_wav(speech / SPEECH_FILES[1])
+    rec = Recognizer.load(model_dir)
+    assert rec.model.joiner_rows_independent  # FP32: each row of a batch is what it is alone
+    calls: list[int] = []
+    run_joiner = rec.model.run_joiner
+
+    def counting(enc: np.ndarray, dec: np.ndarray) -> np.ndarray:
+        calls.append(len(enc))
+        return run_joiner(enc, dec)
+
+    rec.model.run_joiner = counting  # type: ignore[method-assign]
+    batched = decode(rec, samples)
+    batched_calls = len(calls)
+    rec.model.joiner_rows_independent = False  # the frame-by-frame search, one joiner call per frame
+    calls.clear()
+    single = decode(rec, samples)
+    frames = len(calls)
+    assert calls == [1] * frames
+    assert list(batched.tokens) == list(single.tokens) == sherpa_greedy(model_dir, samples, tail_padding_ms=800)["tokens"]
+    # One call per chunk plus one after each token (for the frames after it), not one per frame.
+    assert batched_calls <= frames // (rec.model.chunk_shift // 4) + len(batched.tokens) < frames
+    # A joiner quantized dynamically scales its activations over the whole batch: frame by frame there.
+    for directory in int8_dirs.values():
+        assert not TransducerModel.load(directory).joiner_rows_independent
+
+
 def test_window_size_does_not_change_the_result(model_dir: Path, speech: Path) -> None:
     samples = read_wav(speech / SPEECH_FILES[1])
     rec = Recognizer.load(model_dir)

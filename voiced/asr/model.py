@@ -122,6 +122,9 @@ class TransducerModel:
         self._encoder_outputs = [o.name for o in self.encoder.get_outputs()]
         self._decoder_outputs = [self.decoder.get_outputs()[0].name]
         self._joiner_outputs = [self.joiner.get_outputs()[0].name]
+        self.joiner_rows_independent = self._joiner_rows_independent()
+        """Whether the joiner gives each row of a batch what it gives that row alone, bit for bit,
+        so greedy search may score a chunk's frames in one call and stay exact."""
 
     @classmethod
     def load(cls, directory: str | Path, options: SessionOptions | None = None) -> TransducerModel:
@@ -163,6 +166,25 @@ class TransducerModel:
             raise ModelError(f"{self.files.decoder}: expected one int64 input [N, context_size]")
         if len(self.joiner.get_inputs()) != 2:
             raise ModelError(f"{self.files.joiner}: expected inputs encoder_out and decoder_out")
+
+    def _joiner_rows_independent(self) -> bool:
+        # Probed, not read from the file name: an FP32 joiner computes rows independently, one
+        # quantized dynamically (its activation scale taken over the whole batch) does not. Rows of
+        # very different magnitudes make any batch-wide statistic differ from the per-row one.
+        enc_in, dec_in = self.joiner.get_inputs()
+        dims = (enc_in.shape[-1], dec_in.shape[-1])
+        if not all(isinstance(d, int) and d > 0 for d in dims):
+            return False
+        rng = np.random.default_rng(0)
+        scales = np.array([[0.05], [0.5], [2.0], [8.0]], np.float32)
+        enc = (rng.standard_normal((len(scales), dims[0])) * scales).astype(np.float32)
+        dec = np.repeat(rng.standard_normal((1, dims[1])).astype(np.float32), len(scales), axis=0)
+        try:
+            batched = self.run_joiner(enc, dec)
+            single = np.concatenate([self.run_joiner(enc[i : i + 1], dec[i : i + 1]) for i in range(len(scales))])
+        except Exception:  # a joiner fixed to batch 1 (onnxruntime raises several types): frame by frame
+            return False
+        return batched.shape == single.shape and bool(np.array_equal(batched, single))
 
     # -- compute ---------------------------------------------------------------------------
 

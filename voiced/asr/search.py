@@ -77,18 +77,30 @@ class GreedySearch:
         hyp = state.hyp
         tokens, frames, log_probs = list(hyp.tokens), list(hyp.frames), list(hyp.log_probs)
         blanks = hyp.trailing_blanks
-        for t in range(encoder_out.shape[0]):
-            logits = model.run_joiner(encoder_out[t : t + 1], state.decoder_out)[0]
-            y = int(logits.argmax())
-            if y == BLANK or y == self.unk_id:
-                blanks += 1
+        n, t = encoder_out.shape[0], 0
+        # Where the joiner scores rows independently (model.joiner_rows_independent), the frames
+        # left in the chunk are scored in one call against the current decoder output: the leading
+        # blanks are taken as they are, and after a token the rest is scored again with the new
+        # decoder output, so the tokens are those of the frame-by-frame search (sherpa-onnx's).
+        step = n if model.joiner_rows_independent else 1
+        while t < n:
+            rows = encoder_out[t : t + step]
+            logits = model.run_joiner(rows, np.repeat(state.decoder_out, len(rows), axis=0))
+            best = logits.argmax(axis=1)
+            emitting = np.flatnonzero((best != BLANK) & (best != self.unk_id))
+            if emitting.size == 0:
+                blanks += len(rows)
+                t += len(rows)
                 continue
+            i = int(emitting[0])
+            y = int(best[i])
             tokens.append(y)
-            frames.append(state.frame_offset + t)
-            log_probs.append(float(log_softmax(logits / self.temperature)[y]))
+            frames.append(state.frame_offset + t + i)
+            log_probs.append(float(log_softmax(logits[i] / self.temperature)[y]))
             blanks = 0
+            t += i + 1
             state.decoder_out = self._decoder_out(state, tuple(_context_row(tokens, model.context_size)))
-        state.frame_offset += encoder_out.shape[0]
+        state.frame_offset += n
         state.hyp = replace(hyp, tokens=tuple(tokens), frames=tuple(frames), log_probs=tuple(log_probs), trailing_blanks=blanks)
 
     def _decoder_out(self, state: GreedyState, row: tuple[int, ...]) -> np.ndarray:
