@@ -179,6 +179,27 @@ def test_modified_beam_search_equals_sherpa_without_hotwords(model_dir: Path, sp
     assert list(ours.tokens) == ref["tokens"]
 
 
+def test_modified_beam_search_scores_frames_ahead_while_the_paths_stay(model_dir: Path, speech: Path) -> None:
+    samples = read_wav(speech / SPEECH_FILES[3])
+    rec = Recognizer.load(model_dir, RecognizerConfig(method=SearchMethod.MODIFIED_BEAM))
+    calls: list[int] = []
+    run_joiner = rec.model.run_joiner
+
+    def counting(enc: np.ndarray, dec: np.ndarray) -> np.ndarray:
+        calls.append(len(enc))
+        return run_joiner(enc, dec)
+
+    rec.model.run_joiner = counting  # type: ignore[method-assign]
+    ahead = decode(rec, samples)
+    ahead_calls = len(calls)
+    rec.model.joiner_rows_independent = False  # one call per frame, as sherpa-onnx does it
+    calls.clear()
+    single = decode(rec, samples)
+    assert list(ahead.tokens) == list(single.tokens)
+    assert list(ahead.tokens) == sherpa_modified_beam(model_dir, samples, hotwords=None, tail_padding_ms=800)["tokens"]
+    assert ahead_calls < 0.8 * len(calls)  # frames whose paths did not change were scored ahead
+
+
 # -- clear errors --------------------------------------------------------------------------
 
 
