@@ -6,7 +6,6 @@ set and a real-time source of silence, and reads its CPU time and memory from /p
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from voiced.bench.common import proc_cpu_seconds, proc_peak_rss_mb
+from voiced.bench.common import installed_env, proc_cpu_seconds, proc_peak_rss_mb
 
 __all__ = ["bench_service", "bench_service_starts"]
 
@@ -68,7 +67,8 @@ state_dir = "state"
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(work / "notify.sock"))
         notify.settimeout(120)
-        env = dict(os.environ, NOTIFY_SOCKET=str(work / "notify.sock"))
+        # bytecode kept as an installed voiced has it (see installed_env): the first start writes it
+        env = dict(installed_env(), NOTIFY_SOCKET=str(work / "notify.sock"))
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "run", "--config", str(work / "voiced.toml")],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
