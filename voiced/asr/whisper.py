@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from voiced.asr.cmath import log10f
 from voiced.asr.result import RecognitionResult
 from voiced.asr.whisper_model import WhisperModel
 from voiced.asr.whisper_templates import Choice, TemplateDecoding, decode_with_templates
@@ -89,7 +90,7 @@ def log_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
     if n == 0:
         return np.zeros((0, n_mels), np.float32)
     feats = np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(n)])
-    feats = np.log10(np.maximum(feats, 1e-10))
+    feats = log10f(np.maximum(feats, np.float32(1e-10)))  # C's log10f, as sherpa-onnx (see voiced.asr.cmath)
     feats = np.maximum(feats, feats.max() - 8.0)
     return (feats + 4.0) / 4.0
 
