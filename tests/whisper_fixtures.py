@@ -55,12 +55,14 @@ def whisper_model_dir(ct2_whisper: Path, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of ``whisper_model_dir`` plus ``tiny.en-{encoder,decoder}.int8.onnx`` (+ manifests) written by
-    ``voiced-quantize asr`` (dynamic INT8 MatMul weights, as sherpa-onnx's own INT8 Whisper files; u8 rather
-    than s8 on x86 without VNNI, by --weight-format auto), validated on jfk only to keep the session short:
-    the accuracy tests measure the INT8 files themselves."""
+    ``voiced-quantize asr`` (dynamic INT8 MatMul weights, as sherpa-onnx's own INT8 Whisper files), validated
+    on jfk only to keep the session short: the accuracy tests measure the INT8 files themselves. The weights
+    are u8 on every machine (``--weight-format u8``), not what ``auto`` picks for the CPU (s8 on ARM and x86
+    with VNNI): u8×u8 kernels never saturate, so the same file gives the same integers on every CPU and the
+    tests that pick commands a mechanism must rescue see the same model wherever CI runs."""
     import shutil
 
-    from quantize.options import QuantizeOptions
+    from quantize.options import QuantizeOptions, WeightFormat
     from quantize.progress import set_quiet
     from quantize.whisper import quantize_whisper
     from tests.conftest import SHARED
@@ -73,7 +75,7 @@ def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathF
     jfk = SHARED / "speech" / "jfk" / "jfk.wav"
     set_quiet(True)
     try:
-        quantize_whisper(out, audio=[jfk], validate_audio=[jfk], options=QuantizeOptions(speed_runs=1))
+        quantize_whisper(out, audio=[jfk], validate_audio=[jfk], options=QuantizeOptions(speed_runs=1, weight_format=WeightFormat.U8))
     finally:
         set_quiet(False)
     return out
