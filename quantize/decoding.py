@@ -73,10 +73,15 @@ class _Tap:
     def attached(self) -> Iterator[None]:
         m = self.model
         m.run_encoder, m.run_decoder, m.run_joiner = self._encoder, self._decoder, self._joiner  # type: ignore[method-assign]
+        # One joiner call per frame, with the decoder's own output array: the shadow is compared row by
+        # row (an INT8 joiner scores each frame alone) and finds its decoder output by that array's id.
+        # The FP32 path is the same either way (greedy search batches only row-independent joiners).
+        batched, m.joiner_rows_independent = m.joiner_rows_independent, False
         try:
             yield
         finally:
             m.run_encoder, m.run_decoder, m.run_joiner = self._orig  # type: ignore[method-assign]
+            m.joiner_rows_independent = batched
 
     def _encoder(self, features: np.ndarray, states: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         x, names = self._enc_names

@@ -85,7 +85,8 @@ class GreedySearch:
         step = n if model.joiner_rows_independent else 1
         while t < n:
             rows = encoder_out[t : t + step]
-            logits = model.run_joiner(rows, np.repeat(state.decoder_out, len(rows), axis=0))
+            dec = state.decoder_out if len(rows) == 1 else np.repeat(state.decoder_out, len(rows), axis=0)
+            logits = model.run_joiner(rows, dec)
             best = logits.argmax(axis=1)
             emitting = np.flatnonzero((best != BLANK) & (best != self.unk_id))
             if emitting.size == 0:
