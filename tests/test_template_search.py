@@ -128,6 +128,34 @@ def test_search_goes_on_past_a_short_sentence_for_a_longer_more_probable_one(tmp
     assert longer[2] / (len(longer[0]) + 1) > short[2] / (len(short[0]) + 1)
 
 
+def test_the_search_goes_on_past_a_short_sentence_only_when_it_already_wins(tmp_path: Path) -> None:
+    """``search_on_winning`` (on by default): the longer sentence is looked for only when the short
+    one found first already reaches ``wins_at`` (what it needs to beat the free transcript), so a
+    free transcript kept without the extra calls is kept with them."""
+    (tmp_path / "intents.yaml").write_text(TEMPLATES.replace('["lamp", "kitchen light"]', '["kitchen", "kitchen light"]'))
+    space = IntentRecognizer.load([tmp_path / "intents.yaml"]).sentence_space()
+    vocab = [" turn", " on", " the", " kitchen", " light", " lost"]
+    table = {"": {" turn": 0.0, " lost": 1.5}, "turn": {" on": 0.0, " lost": 1.5},
+             "turn on": {" the": 0.0, " lost": 1.5}, "turn on the": {" kitchen": 0.0, " lost": 1.5},
+             "turn on the kitchen": {"<eot>": 0.0, " light": -0.8}, "turn on the kitchen light": {"<eot>": 0.0}}
+
+    def found(wins_at: float) -> str:
+        hit = _constrained(_Table(vocab, table), space, TemplateDecoding(), None, None, 500, [99],  # type: ignore[arg-type]
+                           wins_at=wins_at)
+        assert hit is not None
+        return "".join(vocab[t] for t in hit[0])
+
+    short = _constrained(_Table(vocab, table), space, TemplateDecoding(), None, None, 500, [99])  # type: ignore[arg-type]
+    assert short is not None and "".join(vocab[t] for t in short[0]) == " turn on the kitchen"  # no bar: never on
+    per_token = short[2] / (len(short[0]) + 1)
+    assert found(per_token) == " turn on the kitchen light"  # the first sentence wins: the better one is found
+    assert found(-np.inf) == " turn on the kitchen light"
+    assert found(per_token + 1e-6) == " turn on the kitchen"  # it would not win: stop as before
+    without = _constrained(_Table(vocab, table), space, TemplateDecoding(search_on_winning=0), None, None, 500,  # type: ignore[arg-type]
+                           [99], wins_at=-np.inf)
+    assert without is not None and "".join(vocab[t] for t in without[0]) == " turn on the kitchen"
+
+
 def test_unfinished_beginnings_are_reported_for_alignment(space) -> None:
     """No sentence within the budget: the search hands back what it extended (deepest "turn on the"
     included), which decode_with_templates aligns to template sentences."""
@@ -150,7 +178,8 @@ def test_words_are_cased_as_whisper_writes_them(text: str, cased: bool) -> None:
     assert _cased(text) is cased
 
 
-@pytest.mark.parametrize("bad", [{"search_on": -1}, {"align_partials": -1}, {"align_partials": 101}])
+@pytest.mark.parametrize("bad", [{"search_on": -1}, {"search_on_winning": -1}, {"align_partials": -1},
+                                 {"align_partials": 101}])
 def test_search_settings_are_validated(bad: dict[str, int]) -> None:
     from voiced.errors import ConfigError
 

@@ -12,7 +12,8 @@ the test split, never looked at when choosing. The figures are at the daemon's d
 commands alone favour ever larger margins, which read speech pays for. The audio is decoded as
 heard, as in the daemon by default; the figures of the audio dereverberated (``[asr]
 whisper_dereverb``) are beside them (``*_dereverberated``), or the other way round with
-``dereverb``.
+``dereverb``. The search as it was before ``TemplateDecoding.search_on_winning`` (its first
+finished sentence taken) is measured beside it too (``*_first_sentence``).
 
 The hifitts part checks that read speech, which is no command, keeps its free transcript.
 """
@@ -196,7 +197,12 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     # the other side of the dereverberation switch: the same sessions, no prompt
     heard = WhisperRecognizer(whisper.model, replace(whisper.config, dereverb=None if dereverb else DereverbConfig()))
     heard.use_templates(space, TemplateDecoding())
+    # the search as it was before ``search_on_winning``: its first finished sentence (same sessions, same prompt)
+    first = WhisperRecognizer(whisper.model, whisper.config)
+    first.use_templates(space, TemplateDecoding(search_on_winning=0))
+    first.use_prompt(prompt_says)
     choices, free_s, template_s, plain_texts, plain_s, other, other_s = [], [], [], [], [], [], []
+    firsts, first_s = [], []
     for n, x in enumerate(audio, 1):
         _progress(f"decoding commands: {n}/{len(audio)}", n, len(audio))
         t = time.process_time()
@@ -215,6 +221,9 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         t = time.process_time()
         other.append(heard.choose(x))
         other_s.append(time.process_time() - t)
+        t = time.process_time()
+        firsts.append(first.choose(x))
+        first_s.append(time.process_time() - t)
     text = whisper.model.text
     dev = [i for i, c in enumerate(commands) if not c.test]
     test = [i for i, c in enumerate(commands) if c.test]
@@ -243,6 +252,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             "free_no_prompt": _figures(dev_refs, [plain_texts[i] for i in dev], dev_wanted, recognizer),
             "free": _figures(dev_refs, [text(choices[i].free[0]) for i in dev], dev_wanted, recognizer),
             "template_aware": _figures(dev_refs, texts_at(margin, dev), dev_wanted, recognizer),
+            "template_aware_first_sentence": _figures(dev_refs, [text(firsts[i].with_margin(margin).tokens) for i in dev],
+                                                      dev_wanted, recognizer),
             f"free_{switched}": _figures(dev_refs, [text(other[i].free[0]) for i in dev], dev_wanted, recognizer),
             f"template_aware_{switched}": _figures(dev_refs, [text(other[i].with_margin(margin).tokens) for i in dev],
                                                    dev_wanted, recognizer),
@@ -252,6 +263,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             "free": _figures(test_refs, [text(choices[i].free[0]) for i in test], test_wanted, recognizer),
             "template_aware": _figures(test_refs, texts_at(margin, test), test_wanted, recognizer),
             "template_aware_at_dev_margin": _figures(test_refs, texts_at(dev_margin, test), test_wanted, recognizer),
+            "template_aware_first_sentence": _figures(test_refs, [text(firsts[i].with_margin(margin).tokens) for i in test],
+                                                      test_wanted, recognizer),
             f"free_{switched}": _figures(test_refs, [text(other[i].free[0]) for i in test], test_wanted, recognizer),
             f"template_aware_{switched}": _figures(test_refs, [text(other[i].with_margin(margin).tokens) for i in test],
                                                    test_wanted, recognizer),
@@ -259,6 +272,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         "cpu_ms_per_command": {"free_no_prompt_p50": round(1000 * float(np.median(plain_s)), 1),
                                "free_p50": round(1000 * float(np.median(free_s)), 1),
                                "template_aware_p50": round(1000 * float(np.median(template_s)), 1),
+                               "template_aware_first_sentence_p50": round(1000 * float(np.median(first_s)), 1),
                                f"template_aware_{switched}_p50": round(1000 * float(np.median(other_s)), 1)},
     }
     ct2_dir = ct2_dir or default_ct2_dir()
@@ -284,6 +298,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         hifi_refs = transcripts_of(hifi_files)
         pairs_plain, pairs_free, pairs_templ, pairs_dev, chosen, chosen_dev = [], [], [], [], 0, 0
         pairs_other_free, pairs_other_templ, chosen_other = [], [], 0
+        pairs_first, chosen_first = [], 0
         for n, f in enumerate(hifi_files, 1):
             _progress(f"hifitts: {n}/{len(hifi_files)}", n, len(hifi_files))
             samples = read_wav(f)[0][:, 0]
@@ -300,11 +315,18 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             at_dev = choice.with_margin(dev_margin)  # the search as run at ``margin`` (its floor), judged at the other
             pairs_dev.append((hifi_refs[str(f)], text(at_dev.tokens)))
             chosen_dev += at_dev.from_templates and at_dev.constrained != at_dev.free
+            # the first-sentence search keeps the free transcript exactly where this one does: decoded
+            # again only where a template sentence was chosen
+            was = first.choose(samples).with_margin(margin) if choice.tokens != choice.free[0] else choice
+            pairs_first.append((hifi_refs[str(f)], text(was.tokens)))
+            chosen_first += was.from_templates and was.constrained != was.free
         report["hifitts"] = {"utterances": len(hifi_files),
                              "wer_free_no_prompt_percent": round(wer(pairs_plain), 2),
                              "wer_free_percent": round(wer(pairs_free), 2),
                              "wer_template_aware_percent": round(wer(pairs_templ), 2),
                              "changed_by_templates": int(chosen),
+                             "wer_template_aware_first_sentence_percent": round(wer(pairs_first), 2),
+                             "changed_by_templates_first_sentence": int(chosen_first),
                              "wer_template_aware_at_dev_margin_percent": round(wer(pairs_dev), 2),
                              "changed_at_dev_margin": int(chosen_dev),
                              f"wer_free_{switched}_percent": round(wer(pairs_other_free), 2),
