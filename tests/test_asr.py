@@ -88,11 +88,8 @@ def test_greedy_runs_the_decoder_once_per_distinct_context(int8_dirs: dict[str, 
         assert len(contexts) == len(set(contexts)) == len(seen) < len(ours.token_ids) + 1, kind
 
 
-def test_greedy_scores_a_chunk_in_one_joiner_call_where_exact(model_dir: Path, int8_dirs: dict[str, Path],
-                                                              speech: Path) -> None:
-    samples = read_wav(speech / SPEECH_FILES[1])
-    rec = Recognizer.load(model_dir)
-    assert rec.model.joiner_rows_independent  # FP32: each row of a batch is what it is alone
+def count_joiner_rows(rec: Recognizer) -> list[int]:
+    """From now on, the rows of each of ``rec``'s joiner calls, appended to the list returned."""
     calls: list[int] = []
     run_joiner = rec.model.run_joiner
 
@@ -101,6 +98,15 @@ def test_greedy_scores_a_chunk_in_one_joiner_call_where_exact(model_dir: Path, i
         return run_joiner(enc, dec)
 
     rec.model.run_joiner = counting  # type: ignore[method-assign]
+    return calls
+
+
+def test_greedy_scores_a_chunk_in_one_joiner_call_where_exact(model_dir: Path, int8_dirs: dict[str, Path],
+                                                              speech: Path) -> None:
+    samples = read_wav(speech / SPEECH_FILES[1])
+    rec = Recognizer.load(model_dir)
+    assert rec.model.joiner_rows_independent  # FP32: each row of a batch is what it is alone
+    calls = count_joiner_rows(rec)
     batched = decode(rec, samples)
     batched_calls = len(calls)
     rec.model.joiner_rows_independent = False  # the frame-by-frame search, one joiner call per frame
@@ -182,14 +188,7 @@ def test_modified_beam_search_equals_sherpa_without_hotwords(model_dir: Path, sp
 def test_modified_beam_search_scores_frames_ahead_while_the_paths_stay(model_dir: Path, speech: Path) -> None:
     samples = read_wav(speech / SPEECH_FILES[3])
     rec = Recognizer.load(model_dir, RecognizerConfig(method=SearchMethod.MODIFIED_BEAM))
-    calls: list[int] = []
-    run_joiner = rec.model.run_joiner
-
-    def counting(enc: np.ndarray, dec: np.ndarray) -> np.ndarray:
-        calls.append(len(enc))
-        return run_joiner(enc, dec)
-
-    rec.model.run_joiner = counting  # type: ignore[method-assign]
+    calls = count_joiner_rows(rec)
     ahead = decode(rec, samples)
     ahead_calls = len(calls)
     rec.model.joiner_rows_independent = False  # one call per frame, as sherpa-onnx does it
