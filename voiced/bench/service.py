@@ -36,6 +36,8 @@ def bench_service_starts(asr_model: Path, vad_model: Path, idle_seconds: float =
 def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) -> dict[str, object]:
     from voiced.audio.wav import write_wav
 
+    # the config lives in a temporary directory, against which relative paths would resolve
+    asr_model, vad_model = Path(asr_model).resolve(), Path(vad_model).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         silence = work / "silence.wav"
@@ -66,16 +68,15 @@ state_dir = "state"
 """)
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(work / "notify.sock"))
-        notify.settimeout(120)
+        notify.settimeout(0.2)
         # bytecode kept as an installed voiced has it (see installed_env): the first start writes it
         env = dict(installed_env(), NOTIFY_SOCKET=str(work / "notify.sock"))
+        err = (work / "stderr.txt").open("wb")
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "run", "--config", str(work / "voiced.toml")],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
         try:
-            while b"READY=1" not in notify.recv(65536):
-                pass
-            ready_ms = (time.monotonic() - t0) * 1000
+            ready_ms = _wait_ready(notify, proc, work / "stderr.txt", t0)
             start_cpu = proc_cpu_seconds(proc.pid)
             time.sleep(1.0)  # let the first windows settle
             cpu0, w0 = proc_cpu_seconds(proc.pid), time.monotonic()
@@ -86,6 +87,7 @@ state_dir = "state"
             proc.terminate()
             proc.wait(30)
             notify.close()
+            err.close()
     return {
         "cold_start_to_ready_ms": round(ready_ms),
         "cpu_s_until_ready": round(start_cpu, 2),
@@ -94,3 +96,18 @@ state_dir = "state"
         "peak_rss_mb": rss,
         "models": {"asr": str(asr_model), "vad": str(vad_model)},
     }
+
+
+def _wait_ready(notify: socket.socket, proc: subprocess.Popen, stderr: Path, t0: float, limit_s: float = 120.0) -> float:
+    """Milliseconds from ``t0`` to READY=1; a daemon that exits first (a bad path, a bad model) is
+    reported with the end of its stderr rather than waited for."""
+    while time.monotonic() - t0 < limit_s:
+        try:
+            if b"READY=1" in notify.recv(65536):
+                return (time.monotonic() - t0) * 1000
+        except TimeoutError:
+            pass
+        if proc.poll() is not None:
+            tail = stderr.read_bytes().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"voiced run exited {proc.returncode} before READY=1: {tail}")
+    raise RuntimeError(f"voiced run sent no READY=1 within {limit_s:.0f} s")
