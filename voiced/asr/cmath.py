@@ -53,9 +53,8 @@ def _numpy_is_log10f() -> bool:
 def log10f(x: np.ndarray) -> np.ndarray:
     """``log10`` of float32 ``x`` (any shape), bit for bit what C's ``log10f`` gives."""
     x = np.asarray(x, np.float32)
-    if _numpy_is_log10f():
-        return np.log10(x)
     fn = _c_log10f()
-    assert fn is not None  # _numpy_is_log10f() is True without it
+    if fn is None or _numpy_is_log10f():
+        return np.log10(x)
     flat = x.ravel().tolist()
     return np.fromiter(map(fn, flat), np.float32, len(flat)).reshape(x.shape)
