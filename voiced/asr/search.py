@@ -148,22 +148,23 @@ class BeamSearch:
         ahead_from = 0
         for t in range(encoder_out.shape[0]):
             prev = list(state.hyps.values())
-            dec = self._cached_decoder(state.cache, prev)
             if ahead and ahead.keys() == state.hyps.keys():
-                # The same paths as at the frame before, so the same decoder outputs: their rows for
-                # this frame were already scored (bit for bit what a call now would give).
+                # The same paths as at the frame before, so the same (cached) decoder outputs: their
+                # rows for this frame were already scored, bit for bit what a call now would give.
                 logits = np.stack([ahead[h.tokens][t - ahead_from] for h in prev])
-            elif model.joiner_rows_independent:
-                # Score every frame left in the chunk for these paths in one call (frame-major
-                # rows); paths often stay the same for a few frames (blanks) and use them then.
-                frames = encoder_out.shape[0] - t
-                scored = model.run_joiner(np.repeat(encoder_out[t:], len(prev), axis=0), np.tile(dec, (frames, 1)))
-                scored = scored.reshape(frames, len(prev), -1)
-                ahead = {h.tokens: scored[:, i] for i, h in enumerate(prev)}
-                ahead_from = t
-                logits = scored[0]
             else:
-                logits = model.run_joiner(np.repeat(encoder_out[t : t + 1], len(prev), axis=0), dec)
+                dec = self._cached_decoder(state.cache, prev)
+                if model.joiner_rows_independent:
+                    # Score every frame left in the chunk for these paths in one call (frame-major
+                    # rows); paths often stay the same for a few frames (blanks) and use them then.
+                    frames = encoder_out.shape[0] - t
+                    scored = model.run_joiner(np.repeat(encoder_out[t:], len(prev), axis=0), np.tile(dec, (frames, 1)))
+                    scored = scored.reshape(frames, len(prev), -1)
+                    ahead = {h.tokens: scored[:, i] for i, h in enumerate(prev)}
+                    ahead_from = t
+                    logits = scored[0]
+                else:
+                    logits = model.run_joiner(np.repeat(encoder_out[t : t + 1], len(prev), axis=0), dec)
             logp = log_softmax(logits) + np.array([[h.score] for h in prev], np.float32)
             flat = logp.ravel()
             k = min(self.beam, flat.size)
