@@ -82,12 +82,20 @@ def sherpa_int8(whisper_int8_dir, shared) -> Future[dict[str, tuple[list[str], s
     return _sherpa_tokens_beside(whisper_int8_dir, _files(shared / "speech"), int8=True)
 
 
+def _streamed(recognizer: WhisperRecognizer, samples: np.ndarray):
+    """Decoded as the daemon decodes: the audio in 100 ms windows (features computed as it comes), then its end."""
+    stream = recognizer.create_stream()
+    for start in range(0, len(samples), 1600):
+        stream.accept_waveform(samples[start:start + 1600])
+    return recognizer.finish(stream)
+
+
 def _differences(model_dir: Path, files: list[Path], int8: bool,
                  ref: Future[dict[str, tuple[list[str], str]]] | None = None) -> list[tuple[str, str, str]]:
     ref = ref or _sherpa_tokens_beside(model_dir, files, int8)
     ours = WhisperRecognizer.load(model_dir)
     assert (".int8." in ours.model.files.encoder.name) == int8
-    got = {path.name: ours.recognize(_samples(path)) for path in files}
+    got = {path.name: _streamed(ours, _samples(path)) for path in files}
     differ = []
     for path in files:
         tokens, text = ref.result()[path.name]

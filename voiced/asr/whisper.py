@@ -8,7 +8,9 @@
 Whisper reads whole utterances, so ``is_ready`` stays False until the endpoint (no partials
 unless ``partial_every_s`` asks for a re-decode of the growing utterance). The front end and
 padding are sherpa-onnx's: Whisper log-mel (kaldi-native-fbank), log10 clamped to 8 below the
-maximum, (x + 4) / 4, then ``tail_padding_frames`` zero frames, at most 30 s in all. Longer
+maximum, (x + 4) / 4, then ``tail_padding_frames`` zero frames, at most 30 s in all; a stream
+computes them while the audio comes (``voiced.asr.whisper_features``), so an utterance's end waits for
+its last frame only, not for the whole utterance's. Longer
 utterances are cut at their quietest moment and decoded piece by piece. The features are bit for bit
 sherpa-onnx 2.0.1's with kaldi-native-fbank 1.22 (pinned below 1.23, whose Whisper fbank differs in
 the last bits): INT8 encoders quantize their activations on the fly, so a last-bit difference in the
@@ -23,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from voiced.asr.cmath import log10f
 from voiced.asr.result import RecognitionResult
+from voiced.asr.whisper_features import HOP, LogMelFrames, log10_mel, log_mel, normalize
 from voiced.asr.whisper_model import WhisperModel
 from voiced.asr.whisper_templates import Choice, TemplateDecoding, decode_with_templates
 from voiced.audio.dereverb import DereverbConfig, dereverberate
@@ -37,8 +39,6 @@ __all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "encoder_input
 
 log = logging.getLogger(__name__)
 
-HOP = 160
-"""Samples per feature frame (10 ms)."""
 MAX_FRAMES = 3000
 """Whisper's 30 s window, in feature frames."""
 MAX_SPEECH_FRAMES = MAX_FRAMES - 50
@@ -77,24 +77,6 @@ class WhisperConfig:
             raise ConfigError("asr.threads", f"must be at least 1, got {self.threads}")
 
 
-def log_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
-    """Whisper's log-mel features [frames, n_mels] of 16 kHz float samples, as sherpa-onnx makes them."""
-    import kaldi_native_fbank as knf
-
-    opts = knf.WhisperFeatureOptions()
-    opts.dim = n_mels
-    fbank = knf.OnlineWhisperFbank(opts)
-    fbank.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(samples, np.float32))
-    fbank.input_finished()
-    n = fbank.num_frames_ready
-    if n == 0:
-        return np.zeros((0, n_mels), np.float32)
-    feats = np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(n)])
-    feats = log10f(np.maximum(feats, np.float32(1e-10)))  # C's log10f, as sherpa-onnx (see voiced.asr.cmath)
-    feats = np.maximum(feats, feats.max() - 8.0)
-    return (feats + 4.0) / 4.0
-
-
 def encoder_input(mel: np.ndarray, tail_padding_frames: int) -> tuple[np.ndarray, int]:
     """What the encoder is fed for one piece's normalized ``mel`` [frames, n_mels], as sherpa-onnx feeds it:
     at most MAX_SPEECH_FRAMES of speech, then zero frames, MAX_FRAMES in all; and the speech frames kept."""
@@ -115,6 +97,8 @@ class WhisperStream:
     def reset(self) -> None:
         """Forget everything: ready for a new utterance."""
         self._chunks: list[np.ndarray] = []
+        # features as the audio comes (not when it is dereverberated: that needs the whole utterance)
+        self._mel = None if self._recognizer.config.dereverb is not None else LogMelFrames(self._recognizer.model.n_mels)
         self.num_samples = 0
         self.finished = False
         self.decoded_samples = 0  # audio covered by the last (partial) decode
@@ -127,14 +111,22 @@ class WhisperStream:
         if len(samples):
             self._chunks.append(np.asarray(samples, np.float32))
             self.num_samples += len(samples)
+            if self._mel is not None:
+                self._mel.accept_waveform(self._chunks[-1])
 
     def input_finished(self) -> None:
         self.finished = True
+        if self._mel is not None:
+            self._mel.input_finished()
 
     def samples(self) -> np.ndarray:
         if len(self._chunks) > 1:
             self._chunks = [np.concatenate(self._chunks)]
         return self._chunks[0] if self._chunks else np.zeros(0, np.float32)
+
+    def log10_mel(self) -> np.ndarray | None:
+        """``log10_mel`` of everything heard so far, mostly computed already; None when dereverberating."""
+        return None if self._mel is None else self._mel.frames(self.samples())
 
     @property
     def result(self) -> RecognitionResult:
@@ -185,7 +177,7 @@ class WhisperRecognizer:
     def decode(self, stream: WhisperStream) -> None:
         """A partial result: decode everything heard so far."""
         stream.decoded_samples = stream.num_samples
-        stream._result = self.recognize(stream.samples())
+        stream._result = self.recognize(stream.samples(), log10_energies=stream.log10_mel())
 
     def decode_all(self, stream: WhisperStream) -> None:
         if self.is_ready(stream):
@@ -201,7 +193,8 @@ class WhisperRecognizer:
         """End the utterance and decode it (template-aware when templates are in use)."""
         stream.input_finished()
         stream.decoded_samples = stream.num_samples
-        stream._result = self.recognize(stream.samples(), templates=self._commands is not None)
+        stream._result = self.recognize(stream.samples(), templates=self._commands is not None,
+                                        log10_energies=stream.log10_mel())
         return stream._result
 
     def result(self, stream: WhisperStream) -> RecognitionResult:
@@ -209,12 +202,17 @@ class WhisperRecognizer:
 
     # -- decoding ----------------------------------------------------------------------------
 
-    def recognize(self, samples: np.ndarray, templates: bool = False) -> RecognitionResult:
+    def recognize(self, samples: np.ndarray, templates: bool = False,
+                  log10_energies: np.ndarray | None = None) -> RecognitionResult:
         """The transcript of one utterance of any length (pieces of < 30 s cut at quiet moments).
 
-        ``templates``: a single piece may be decoded template-aware (see ``use_templates``)."""
-        samples = self._heard(samples)
-        mel = log_mel(samples, self.model.n_mels) if len(samples) else np.zeros((0, self.model.n_mels), np.float32)
+        ``templates``: a single piece may be decoded template-aware (see ``use_templates``).
+        ``log10_energies``: ``log10_mel`` of ``samples`` when already known (a stream's, as heard)."""
+        if log10_energies is None:
+            samples = self._heard(samples)
+            log10_energies = log10_mel(samples, self.model.n_mels) if len(samples) else np.zeros(
+                (0, self.model.n_mels), np.float32)
+        mel = normalize(log10_energies)
         if len(mel) == 0:
             return RecognitionResult("", (), (), (), 0.0)
         ids: list[int] = []
