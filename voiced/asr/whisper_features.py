@@ -1,28 +1,28 @@
 """Whisper's log-mel front end, as sherpa-onnx computes it, whole or as the audio arrives.
 
-kaldi-native-fbank's Whisper fbank is slow (a recursive FFT with its twiddles recomputed per
-frame: ~40 ms of CPU per second of audio on an x86 VM), and sherpa-onnx runs it over the whole
-utterance after its end. ``LogMelFrames`` runs it while the utterance is spoken instead: at the
-end only the last frame is left, and the features are bit for bit the same (kaldi's online
-frames never change once ready; the frames at the end are computed again from the audio around
-them, as they would be in one pass).
+The mel energies are kaldi-native-fbank's (what sherpa-onnx 2.0.1 computes), bit for bit:
+computed by ``voiced.asr.whisper_fbank`` in numpy (~3x less CPU) where a probe finds it gives the
+library's bits, by the library elsewhere. ``LogMelFrames`` computes them while the utterance is
+spoken rather than after its end, as sherpa-onnx does: at the end only the last frame is left.
+Frames once ready never change (kaldi's online frames); the frames at a cut are computed again
+from the audio around it, the signal reflected at its end as in one pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from voiced.asr import whisper_fbank
 from voiced.asr.cmath import log10f
+from voiced.asr.whisper_fbank import HOP, frame_count, ready_frames
 from voiced.audio.frames import SAMPLE_RATE
 
 __all__ = ["HOP", "LogMelFrames", "log10_mel", "log_mel", "normalize"]
 
-HOP = 160
-"""Samples per feature frame (10 ms)."""
 _FLOOR = np.float32(1e-10)
 
 
-def _fbank(n_mels: int):
+def _knf(n_mels: int):
     import kaldi_native_fbank as knf
 
     opts = knf.WhisperFeatureOptions()
@@ -30,21 +30,27 @@ def _fbank(n_mels: int):
     return knf.OnlineWhisperFbank(opts)
 
 
-def _frames(fbank, begin: int, n_mels: int) -> np.ndarray:
-    """log10 mel energies [frames, n_mels] of ``fbank``'s ready frames from ``begin``."""
+def _knf_frames(fbank, begin: int, n_mels: int) -> np.ndarray:
+    """kaldi-native-fbank's mel energies [frames, n_mels] of ``fbank``'s ready frames from ``begin``."""
     n = fbank.num_frames_ready
     if n <= begin:
         return np.zeros((0, n_mels), np.float32)
-    energies = np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(begin, n)])
+    return np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(begin, n)])
+
+
+def _log10(energies: np.ndarray) -> np.ndarray:
     return log10f(np.maximum(energies, _FLOOR))  # C's log10f, as sherpa-onnx (see voiced.asr.cmath)
 
 
 def log10_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
     """log10 of Whisper's mel energies [frames, n_mels] of 16 kHz float ``samples`` (one pass)."""
-    fbank = _fbank(n_mels)
-    fbank.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(samples, np.float32))
+    samples = np.ascontiguousarray(samples, np.float32)
+    if whisper_fbank.matches_knf(n_mels):
+        return _log10(whisper_fbank.frame_energies(samples, 0, frame_count(len(samples)), n_mels))
+    fbank = _knf(n_mels)
+    fbank.accept_waveform(SAMPLE_RATE, samples)
     fbank.input_finished()
-    return _frames(fbank, 0, n_mels)
+    return _log10(_knf_frames(fbank, 0, n_mels))
 
 
 def normalize(log10_energies: np.ndarray) -> np.ndarray:
@@ -64,25 +70,42 @@ class LogMelFrames:
 
     def __init__(self, n_mels: int) -> None:
         self.n_mels = n_mels
-        self._fbank = _fbank(n_mels)
+        self._fbank = None if whisper_fbank.matches_knf(n_mels) else _knf(n_mels)
         self._ready: list[np.ndarray] = []  # blocks of final frames, in order
-        self._count = 0
+        self._count = 0  # final frames
+        self._samples = 0  # samples given
+        # numpy: the audio from the last final frame's start step on (offset a multiple of HOP)
+        self._tail = np.zeros(0, np.float32)
+        self._offset = 0
         self.finished = False
 
     def accept_waveform(self, samples: np.ndarray) -> None:
         """Add 16 kHz float samples; the frames they complete are computed now."""
         if self.finished:
             raise RuntimeError("accept_waveform after input_finished")
-        if len(samples):
-            self._fbank.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(samples, np.float32))
-            self._take()
+        if not len(samples):
+            return
+        samples = np.ascontiguousarray(samples, np.float32)
+        self._samples += len(samples)
+        if self._fbank is not None:
+            self._fbank.accept_waveform(SAMPLE_RATE, samples)
+            self._add(_log10(_knf_frames(self._fbank, self._count, self.n_mels)))
+            return
+        self._tail = np.concatenate([self._tail, samples])
+        self._add(self._numpy_frames(self._count, ready_frames(self._samples)))
+        keep = max(0, self._count - 1) * HOP  # frame count - 1 on: the next frame's window and more
+        self._tail, self._offset = self._tail[keep - self._offset:], keep
 
     def input_finished(self) -> None:
         """No more audio: the last frames (the signal reflected at its end) are computed."""
-        if not self.finished:
-            self.finished = True
+        if self.finished:
+            return
+        self.finished = True
+        if self._fbank is not None:
             self._fbank.input_finished()
-            self._take()
+            self._add(_log10(_knf_frames(self._fbank, self._count, self.n_mels)))
+        else:
+            self._add(self._numpy_frames(self._count, frame_count(self._samples)))
 
     def frames(self, samples: np.ndarray) -> np.ndarray:
         """All frames of ``samples`` (everything given so far) as if the input ended here: what
@@ -92,16 +115,22 @@ class LogMelFrames:
         self._ready = [ready] if len(ready) else []
         if self.finished or not len(samples):
             return ready
+        if self._fbank is None:
+            return np.concatenate([ready, self._numpy_frames(self._count, frame_count(self._samples))])
         if self._count < 2:
             return log10_mel(samples, self.n_mels)
         # frame i's window starts at i * HOP - 120: frames of the audio from frame (count - 1) on are the
         # same as the whole's from their second one (the first sees this cut as its start)
         begin = (self._count - 1) * HOP
-        tail = log10_mel(samples[begin:], self.n_mels)[1:]
-        return np.concatenate([ready, tail])
+        return np.concatenate([ready, log10_mel(samples[begin:], self.n_mels)[1:]])
 
-    def _take(self) -> None:
-        block = _frames(self._fbank, self._count, self.n_mels)
+    def _numpy_frames(self, begin: int, end: int) -> np.ndarray:
+        """log10 energies of frames ``begin``..``end`` from the kept audio (its frame indices shifted
+        by its offset; the windows of those frames do not reach before it)."""
+        shift = self._offset // HOP
+        return _log10(whisper_fbank.frame_energies(self._tail, begin - shift, end - shift, self.n_mels))
+
+    def _add(self, block: np.ndarray) -> None:
         if len(block):
             self._ready.append(block)
             self._count += len(block)
