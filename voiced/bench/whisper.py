@@ -12,7 +12,11 @@ Every engine runs in its own process on the same files, one utterance per file, 
 
 WER uses voiced.asr.wer's normalizer against ``transcripts.tsv`` / ``transcript.txt`` found
 beside the audio. ``final_ms``: from the end of the utterance's audio to its final text (the
-decode), p50/p95. Not a test: nothing here asserts a time.
+decode), p50/p95; the log-mel is computed as the audio is given on both sides (sherpa-onnx's
+``accept_waveform``, voiced's stream), so it is outside this time and inside the CPU.
+``features``: the mel energies of all files, kaldi-native-fbank (what sherpa-onnx runs) against
+voiced's numpy computation of the same bits, in one process, passes alternating, medians.
+Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 
 from voiced.bench.common import measure_process, percentile
 
-__all__ = ["ENGINES", "bench_whisper", "default_ct2_dir"]
+__all__ = ["ENGINES", "bench_whisper", "default_ct2_dir", "features_side_by_side"]
 
 ENGINES = ("voiced-fp32", "voiced-int8", "sherpa-onnx-fp32", "sherpa-onnx-int8", "faster-whisper-int8")
 
@@ -135,6 +139,39 @@ def faster_whisper_texts(ct2_dir: Path, audio: Sequence[np.ndarray], threads: in
     return texts, seconds
 
 
+def features_side_by_side(audio: Sequence[np.ndarray], passes: int = 3, n_mels: int = 80) -> dict[str, object]:
+    """CPU seconds of the mel energies of ``audio``: kaldi-native-fbank's Whisper fbank vs voiced's numpy
+    one (``voiced.asr.whisper_fbank``), passes alternating; medians, ratio, and whether the bits agree."""
+    import kaldi_native_fbank as knf
+
+    from voiced.asr.whisper_fbank import frame_count, frame_energies, matches_knf
+
+    def library(x: np.ndarray) -> np.ndarray:
+        options = knf.WhisperFeatureOptions()
+        options.dim = n_mels
+        fbank = knf.OnlineWhisperFbank(options)
+        fbank.accept_waveform(16000, x)
+        fbank.input_finished()
+        return np.array([fbank.get_frame(i) for i in range(fbank.num_frames_ready)], np.float32)
+
+    def numpy_side(x: np.ndarray) -> np.ndarray:
+        return frame_energies(x, 0, frame_count(len(x)), n_mels)
+
+    audio = [np.ascontiguousarray(x, np.float32) for x in audio]
+    same = all(np.array_equal(library(x).reshape(-1, n_mels), numpy_side(x)) for x in audio)
+    seconds: dict[str, list[float]] = {"kaldi_native_fbank": [], "voiced_numpy": []}
+    for _ in range(passes):
+        for name, compute in (("kaldi_native_fbank", library), ("voiced_numpy", numpy_side)):
+            start = time.process_time()
+            for x in audio:
+                compute(x)
+            seconds[name].append(time.process_time() - start)
+    knf_s, numpy_s = float(np.median(seconds["kaldi_native_fbank"])), float(np.median(seconds["voiced_numpy"]))
+    return {"passes": passes, "kaldi_native_fbank_cpu_s": round(knf_s, 3), "voiced_numpy_cpu_s": round(numpy_s, 3),
+            "voiced_over_kaldi_native_fbank": round(numpy_s / knf_s, 3), "same_bits": same,
+            "voiced_uses_numpy": matches_knf(n_mels)}
+
+
 def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_dir: Path | None = None,
                   engines: Sequence[str] = ENGINES) -> dict[str, object]:
     """Figures per engine, and ratios to faster-whisper int8 and sherpa-onnx, from one run."""
@@ -145,9 +182,11 @@ def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_
     audio_s = 0.0
     from voiced.audio.wav import read_wav
 
+    audio = []
     for f in files:
         samples, rate = read_wav(f)
         audio_s += len(samples) / rate
+        audio.append(samples[:, 0])
     ct2_dir = ct2_dir or default_ct2_dir()
     has_int8 = any(model_dir.glob("*-encoder.int8.onnx"))
     report: dict[str, object] = {"model": str(model_dir), "files": len(files), "audio_s": round(audio_s, 2),
@@ -197,6 +236,7 @@ def bench_whisper(model_dir: Path, files: Sequence[Path], threads: int = 1, ct2_
     if "voiced-fp32" in results and "voiced-int8" in results:
         ratios["int8_wer_minus_fp32"] = round(results["voiced-int8"]["wer_percent"] - results["voiced-fp32"]["wer_percent"], 2)
     report["ratios"] = ratios
+    report["features"] = features_side_by_side(audio)
     return report
 
 
