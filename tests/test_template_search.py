@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voiced.asr.whisper_templates import TemplateDecoding, _constrained
+from voiced.asr.whisper_template_search import _constrained
+from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.intents import IntentRecognizer
 
 TEMPLATES = """
@@ -173,7 +174,7 @@ def test_unfinished_beginnings_are_reported_for_alignment(space) -> None:
     (" OffIce", False), (" tImeRS", False), (" hIgH", False), (" Turn on the kItchen", False),
 ])
 def test_words_are_cased_as_whisper_writes_them(text: str, cased: bool) -> None:
-    from voiced.asr.whisper_templates import _cased
+    from voiced.asr.whisper_template_search import _cased
 
     assert _cased(text) is cased
 

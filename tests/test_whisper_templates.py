@@ -214,7 +214,7 @@ def test_margin_and_search_bounds_are_validated(tmp_path: Path) -> None:
 def test_pieces_are_allowed_exactly_as_may_begin_allows_them() -> None:
     """The search asks ``Following.begins`` once per word prefix instead of ``may_begin`` per token:
     the same answers, on Home Assistant's sentences (numbers, glued lists, apostrophes) cut anywhere."""
-    from voiced.asr.whisper_templates import _Begins
+    from voiced.asr.whisper_template_search import _Begins
     from voiced.bench import commands as bench
 
     recognizer = bench._intents()

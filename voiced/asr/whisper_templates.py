@@ -19,21 +19,22 @@ text included), and the constrained one wins unless the free one is more probabl
 speech that is no command finds no constrained sentence, or only an improbable one; the free
 transcript is scored first, so beginnings far below what could win are dropped (``hopeless``)
 and the search on read speech mostly ends after a few calls instead of its whole budget.
+The search itself is in ``voiced.asr.whisper_template_search``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
-from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from voiced.asr.logprob import log_softmax
 from voiced.asr.template_align import AlignSettings, sentences_near
+from voiced.asr.whisper_template_search import _SENTENCE_END, _constrained
 from voiced.errors import ConfigError
-from voiced.sentencespace import Following, SentenceSpace, SpaceWalker, words_of
+from voiced.sentencespace import SentenceSpace
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -165,19 +166,6 @@ class Choice:
         return (self.constrained if self.from_templates and self.constrained else self.free)[1]
 
 
-_SENTENCE_MARKS = frozenset(".,?!")
-_SENTENCE_END = frozenset(".?!")
-
-
-def _plain(piece: str) -> bool:
-    """A piece of a word or number, or one sentence mark: no brackets, notes, symbols, dashes or
-    blanks a template never has."""
-    if piece.strip() in _SENTENCE_MARKS:
-        return bool(piece.strip())
-    return (any(c.isalnum() for c in piece)
-            and all(c.isalnum() or c.isspace() or c in "'%-" or c in _SENTENCE_MARKS for c in piece))
-
-
 def _token_logprobs(model: WhisperModel, cross_k: ort.OrtValue, cross_v: ort.OrtValue, initial: list[int],
                     tokens: list[int]) -> list[float]:
     """Log-probability of each of ``tokens`` then of end of text, in one teacher-forced decoder call."""
@@ -219,233 +207,6 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
         if best is None or sum(logprobs) / len(logprobs) > best[2] / (len(best[0]) + 1):
             best = tokens, [float(np.exp(p)) for p in logprobs[:-1]], sum(logprobs)
     return best
-
-
-@dataclass
-class _Hyp:
-    tokens: list[int]
-    probs: list[float]
-    logprob: float
-    walker: SpaceWalker
-    row: np.ndarray | None = None
-    """Log-probabilities of the next token; None until the decoder has been run for the last token."""
-    cache: tuple[object, object] | None = None
-    """The decoder's self-attention K/V after the tokens before the last; None once the hypothesis
-    is finished (end of text chosen)."""
-
-
-class _Piece(NamedTuple):
-    """One token's text, and what the constrained search asks of it alone (worked out once)."""
-
-    text: str
-    plain: bool
-    """``_plain``: a template could have it."""
-    word: bool
-    """It has a letter or digit (a sentence begins with a word)."""
-    mark_first: bool
-    """It begins with a sentence mark."""
-    ends: bool
-    """It ends with a full stop, question or exclamation mark."""
-
-
-def _piece(model: WhisperModel, token: int) -> _Piece:
-    pieces = _PIECES.get(model)
-    if pieces is None:
-        pieces = _PIECES[model] = {}
-    piece = pieces.get(token)
-    if piece is None:
-        text = model.text([token])
-        piece = pieces[token] = _Piece(text, _plain(text), any(c.isalnum() for c in text),
-                                       text.lstrip()[:1] in _SENTENCE_MARKS, text.rstrip()[-1:] in _SENTENCE_END)
-    return piece
-
-
-_PIECES: WeakKeyDictionary[WhisperModel, dict[int, _Piece]] = WeakKeyDictionary()
-_FOLLOWING: WeakKeyDictionary[SentenceSpace, dict[tuple[str, ...], Following]] = WeakKeyDictionary()
-"""``SpaceWalker.following`` (wildcards off) per word prefix, per sentence space: every utterance
-asks about the same first words."""
-
-
-class _Begins:
-    """``SpaceWalker.may_begin(text + piece)`` for one text and many pieces, answered by
-    ``Following.begins`` (the same answer: a placeholder's arc label starts with "{", which no
-    stripped word does) from one ``Following`` per word prefix: the walk and its arcs are scanned
-    once per prefix, not once per candidate token (that was ~80 % of the search's CPU)."""
-
-    MAX = 20_000
-
-    def __init__(self, walker: SpaceWalker, text: str) -> None:
-        self._walker = walker
-        # ``text`` is head + tail: tail its last unspaced run, which a piece without a space
-        # glues onto; the head's words stay whatever the piece is
-        self._tail = "" if not text or text[-1].isspace() else text.split()[-1]
-        self._head = tuple(words_of(text[:len(text) - len(self._tail)]))
-        self._last = text[-1:]
-        self._cache = _FOLLOWING.setdefault(walker.space, {})
-        self._mine: dict[tuple[str, ...], Following] = {}
-
-    def __call__(self, piece: str) -> bool:
-        new = words_of(self._tail + piece)
-        last = piece[-1:] or self._last
-        unfinished = bool(self._head or new) and (last.isalnum() or last in "'%")
-        extra = tuple(new[:-1] if unfinished else new)
-        following = self._mine.get(extra)
-        if following is None:
-            words = self._head + extra
-            following = self._cache.get(words)
-            if following is None:
-                if len(self._cache) >= self.MAX:  # words of any transcript come here: bounded
-                    self._cache.clear()
-                following = self._cache[words] = self._walker.following(words)
-            self._mine[extra] = following
-        return following.begins((new or self._head)[-1] if unfinished else "")
-
-
-def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding, cap: int) -> list[tuple[int, float]]:
-    """Up to ``cap`` allowed next tokens of ``hyp`` with their log-probabilities, best first."""
-    assert hyp.row is not None
-    row = hyp.row
-    text = model.text(hyp.tokens)
-    ended = text.rstrip().endswith(tuple(_SENTENCE_END))  # after a full stop only the end of text
-    after_mark = text.rstrip()[-1:] in _SENTENCE_MARKS
-    spoken = bool(text.strip())
-    begins = _Begins(hyp.walker, text)
-    found: list[tuple[int, float]] = []
-    top = np.argpartition(row, -settings.top_k)[-settings.top_k:] if settings.top_k < len(row) else np.arange(len(row))
-    for candidate in top[np.argsort(-row[top])].tolist():  # a partial sort: the full one costs ~3 ms a call
-        if candidate == model.eot:
-            if hyp.tokens and hyp.walker.is_whole(text):
-                found.append((candidate, float(row[candidate])))
-        elif (not ended and candidate < model.eot and (piece := _piece(model, candidate)).plain
-              and (spoken or piece.word)  # a sentence begins with a word
-              # no mark right after a mark: the walk skips marks, so ", , ," would be a free loop
-              and not (piece.mark_first and after_mark)
-              and begins(piece.text)
-              and (not settings.cased_words or _cased(text + piece.text))
-              # a full stop only where a sentence may end: after one only the end of text may come
-              and (not piece.ends or hyp.walker.is_whole(text + piece.text))):
-            found.append((candidate, float(row[candidate])))
-        if len(found) == cap:
-            break
-    return found
-
-
-def _cased(text: str) -> bool:
-    """The last word of ``text`` is written as words are: lower case, Capitalized or UPPER CASE
-    (an UPPER CASE plural may end in a lower-case s: "TVs")."""
-    words = text.split()
-    letters = "".join(c for c in words[-1] if c.isalpha()) if words else ""
-    if letters[-1:] == "s" and len(letters) > 2 and letters[:-1].isupper():
-        return True
-    return not letters or letters.islower() or letters.isupper() or (letters[0].isupper() and letters[1:].islower())
-
-
-def _rank(hyp: _Hyp, settings: TemplateDecoding) -> float:
-    """The search order's key (higher first)."""
-    if settings.token_reward is None:
-        return _normalized(hyp)
-    finished = hyp.row is None and hyp.cache is None
-    return hyp.logprob + settings.token_reward * (len(hyp.tokens) + finished)
-
-
-def _deep(hyp: _Hyp, settings: TemplateDecoding) -> float:
-    """Depth first (tokens so far, a finished sentence deepest), then the search order's key."""
-    finished = hyp.row is None and hyp.cache is None
-    return 1e6 * (len(hyp.tokens) + 2 * finished) + _rank(hyp, settings)
-
-
-def _normalized(hyp: _Hyp) -> float:
-    """Log-probability per token (end of text counted): a sentence cut short is not preferred
-    just for having fewer tokens to pay for, as in Whisper's own beam search."""
-    return hyp.logprob / (len(hyp.tokens) + 1)
-
-
-def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
-                 cross_v: ort.OrtValue, num_frames: int, initial: list[int], floor: float = -np.inf,
-                 unfinished: list[tuple[float, list[int]]] | None = None, wins_at: float = np.inf
-                 ) -> tuple[list[int], list[float], float] | None:
-    """Best-first search over the tokens that keep the text inside the template sentences.
-
-    The most promising hypothesis (``_rank``) is extended next, so a beginning the audio favours
-    but no sentence continues gives way to the next best one instead of crowding it out of a
-    fixed beam. Ends ``search_on`` calls after the first finished sentence popped with the most
-    probable one per token (``search_on_winning`` calls when that first sentence's log-probability
-    per token reaches ``wins_at``: what it needs to win the choice; infinite: never), or None when
-    ``max_steps`` decoder calls (plus, with ``complete``, the depth-first rest) found none, or when
-    no beginning is left whose log-probability per token reaches ``floor``. ``unfinished``, when
-    given, receives each beginning the best-first part extended (its search key and tokens).
-    """
-    import heapq
-    import itertools
-
-    from voiced.asr.whisper_model import TOKENS_PER_SECOND
-
-    logits, k_cache, v_cache = model.decode_step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
-    limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
-    order = itertools.count()  # ties: the earlier first
-    root = _Hyp([], [], 0.0, space.walker(wildcards=False), log_softmax(logits[0, -1]), (k_cache, v_cache))
-    queue: list[tuple[float, int, _Hyp]] = [(0.0, next(order), root)]
-    steps = 0
-
-    def extend(hyp: _Hyp) -> None:  # one decoder call for the token that made this hypothesis
-        k, v = hyp.cache  # type: ignore[misc]
-        logits, k, v = model.decode_step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
-                                         len(initial) + len(hyp.tokens) - 1)
-        hyp.row, hyp.cache = log_softmax(logits[0, -1]), (k, v)
-
-    def children(hyp: _Hyp, cap: int) -> list[_Hyp]:
-        found = []
-        for token, logp in _next_tokens(model, hyp, settings, cap):
-            if token == model.eot:
-                found.append(_Hyp(hyp.tokens, hyp.probs, hyp.logprob + logp, hyp.walker))
-            elif len(hyp.tokens) < limit and (hyp.logprob + logp) / (len(hyp.tokens) + 2) >= floor:
-                found.append(_Hyp([*hyp.tokens, token], [*hyp.probs, float(np.exp(logp))], hyp.logprob + logp,
-                                  hyp.walker.fork(), None, hyp.cache))
-        return found
-
-    budget = settings.max_steps
-    best: _Hyp | None = None
-    stop_at = 0
-    while queue:
-        _, _, hyp = heapq.heappop(queue)
-        if hyp.row is None and hyp.cache is None:
-            # a finished sentence is the best thing left by the search order; by the choice's
-            # (per token) a longer one may still be better: ``search_on`` more calls look for it,
-            # ``search_on_winning`` when this one is chosen over the free transcript anyway
-            if best is None:
-                extra = settings.search_on
-                if _normalized(hyp) >= wins_at:  # the command is chosen either way: which one is still open
-                    extra = max(extra, settings.search_on_winning)
-                stop_at = steps + extra
-            if best is None or _normalized(hyp) > _normalized(best):
-                best = hyp
-            continue
-        if best is not None:
-            if steps >= stop_at:
-                break
-            if _normalized(hyp) < _normalized(best):
-                continue
-        if hyp.row is None:
-            if steps == budget and best is None:
-                if not settings.complete or budget > settings.max_steps:
-                    return None
-                # Out of calls with no sentence finished: go depth first from what is left (deepest,
-                # then best), backtracking to a sibling at a dead end, for at most the token limit
-                # more calls, rather than giving up on a sentence the search was well into.
-                budget += limit
-                queue = [(-_deep(h, settings), i, h) for _, i, h in [*queue, (0.0, next(order), hyp)]]
-                heapq.heapify(queue)
-                continue
-            steps += 1
-            extend(hyp)
-            if unfinished is not None and budget == settings.max_steps:
-                unfinished.append((_rank(hyp, settings), hyp.tokens))
-        # the first word decides most: the audio's first choices are often no command's beginning
-        cap = settings.beam * (4 if not hyp.tokens else 1)
-        for child in children(hyp, cap):
-            key = _rank(child, settings) if budget == settings.max_steps else _deep(child, settings)
-            heapq.heappush(queue, (-key, next(order), child))
-    return (best.tokens, best.probs, best.logprob) if best is not None else None
 
 
 def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding,
