@@ -29,6 +29,8 @@ FRAME = 400
 """Samples per frame (25 ms)."""
 _TWO_PI = 6.283185307179586476925286766559005  # kaldi-native-fbank's M_2PI
 _BINS = FRAME // 2 + 1
+_BLOCK = 256
+"""Frames computed together (each frame's energies depend on its own samples only)."""
 _F32, _F64 = np.float32, np.float64
 
 
@@ -137,6 +139,9 @@ def frame_energies(samples: np.ndarray, begin: int, end: int, n_mels: int) -> np
     count = max(0, end - begin)
     if count == 0 or not len(samples):
         return np.zeros((0, n_mels), _F32)
+    if count > _BLOCK:  # bounded temporaries (the leaf DFTs hold 16 rows of doubles per frame)
+        return np.concatenate([frame_energies(samples, b, min(b + _BLOCK, end), n_mels)
+                               for b in range(begin, end, _BLOCK)])
     length = len(samples)
     index = (np.arange(begin, end) * HOP + HOP // 2 - FRAME // 2)[:, None] + np.arange(FRAME)
     while True:  # reflect, again and again for pathological short signals, as kaldi does
