@@ -7,7 +7,8 @@
 
 Whisper reads whole utterances, so ``is_ready`` stays False until the endpoint (no partials
 unless ``partial_every_s`` asks for a re-decode of the growing utterance). The front end and
-padding are sherpa-onnx's: Whisper log-mel (kaldi-native-fbank), log10 clamped to 8 below the
+padding are sherpa-onnx's: Whisper log-mel (kaldi-native-fbank's bits, computed in numpy where they
+are the same: ``voiced.asr.whisper_fbank``), log10 clamped to 8 below the
 maximum, (x + 4) / 4, then ``tail_padding_frames`` zero frames, at most 30 s in all; a stream
 computes them while the audio comes (``voiced.asr.whisper_features``), so an utterance's end waits for
 its last frame only, not for the whole utterance's. Longer
