@@ -19,7 +19,10 @@ import logging
 
 import numpy as np
 
-__all__ = ["FRAME", "HOP", "frame_count", "frame_energies", "matches_knf", "ready_frames"]
+from voiced.audio.frames import SAMPLE_RATE
+
+__all__ = ["FRAME", "HOP", "frame_count", "frame_energies", "library_energies", "library_fbank", "library_frames",
+           "matches_knf", "ready_frames"]
 
 log = logging.getLogger(__name__)
 
@@ -160,24 +163,42 @@ def frame_energies(samples: np.ndarray, begin: int, end: int, n_mels: int) -> np
     return energies
 
 
+def library_fbank(n_mels: int):
+    """kaldi-native-fbank's online Whisper fbank (what sherpa-onnx runs)."""
+    import kaldi_native_fbank as knf
+
+    options = knf.WhisperFeatureOptions()
+    options.dim = n_mels
+    return knf.OnlineWhisperFbank(options)
+
+
+def library_frames(fbank, begin: int, n_mels: int) -> np.ndarray:
+    """The mel energies [frames, n_mels] of ``fbank``'s ready frames from ``begin``."""
+    ready = fbank.num_frames_ready
+    if ready <= begin:
+        return np.zeros((0, n_mels), _F32)
+    return np.array([fbank.get_frame(i) for i in range(begin, ready)], _F32)
+
+
+def library_energies(samples: np.ndarray, n_mels: int) -> np.ndarray:
+    """kaldi-native-fbank's mel energies [frames, n_mels] of ``samples`` in one pass."""
+    fbank = library_fbank(n_mels)
+    fbank.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(samples, _F32))
+    fbank.input_finished()
+    return library_frames(fbank, 0, n_mels)
+
+
 @functools.cache
 def matches_knf(n_mels: int) -> bool:
     """Whether ``frame_energies`` gives kaldi-native-fbank's bits on this machine (checked once on
     1 s of seeded noise and tones, and on signals shorter than a frame)."""
-    import kaldi_native_fbank as knf
-
     rng = np.random.default_rng(0)
     t = np.arange(16000) / 16000
     probe = (0.3 * np.sin(2 * np.pi * 440 * t) + 0.1 * np.sin(2 * np.pi * 3150 * t)
              + 0.05 * rng.standard_normal(16000)).astype(_F32)
     for signal in (probe, probe[:1000], probe[:170]):
-        options = knf.WhisperFeatureOptions()
-        options.dim = n_mels
-        fbank = knf.OnlineWhisperFbank(options)
-        fbank.accept_waveform(16000, signal)
-        fbank.input_finished()
-        want = np.array([fbank.get_frame(i) for i in range(fbank.num_frames_ready)], _F32)
-        if not np.array_equal(want, frame_energies(signal, 0, frame_count(len(signal)), n_mels)):
+        if not np.array_equal(library_energies(signal, n_mels),
+                              frame_energies(signal, 0, frame_count(len(signal)), n_mels)):
             log.debug("numpy's Whisper fbank differs from kaldi-native-fbank's here: using kaldi-native-fbank")
             return False
     return True

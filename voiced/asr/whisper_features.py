@@ -22,22 +22,6 @@ __all__ = ["HOP", "LogMelFrames", "log10_mel", "log_mel", "normalize"]
 _FLOOR = np.float32(1e-10)
 
 
-def _knf(n_mels: int):
-    import kaldi_native_fbank as knf
-
-    opts = knf.WhisperFeatureOptions()
-    opts.dim = n_mels
-    return knf.OnlineWhisperFbank(opts)
-
-
-def _knf_frames(fbank, begin: int, n_mels: int) -> np.ndarray:
-    """kaldi-native-fbank's mel energies [frames, n_mels] of ``fbank``'s ready frames from ``begin``."""
-    n = fbank.num_frames_ready
-    if n <= begin:
-        return np.zeros((0, n_mels), np.float32)
-    return np.stack([np.asarray(fbank.get_frame(i), np.float32) for i in range(begin, n)])
-
-
 def _log10(energies: np.ndarray) -> np.ndarray:
     return log10f(np.maximum(energies, _FLOOR))  # C's log10f, as sherpa-onnx (see voiced.asr.cmath)
 
@@ -47,10 +31,7 @@ def log10_mel(samples: np.ndarray, n_mels: int) -> np.ndarray:
     samples = np.ascontiguousarray(samples, np.float32)
     if whisper_fbank.matches_knf(n_mels):
         return _log10(whisper_fbank.frame_energies(samples, 0, frame_count(len(samples)), n_mels))
-    fbank = _knf(n_mels)
-    fbank.accept_waveform(SAMPLE_RATE, samples)
-    fbank.input_finished()
-    return _log10(_knf_frames(fbank, 0, n_mels))
+    return _log10(whisper_fbank.library_energies(samples, n_mels))
 
 
 def normalize(log10_energies: np.ndarray) -> np.ndarray:
@@ -70,7 +51,7 @@ class LogMelFrames:
 
     def __init__(self, n_mels: int) -> None:
         self.n_mels = n_mels
-        self._fbank = None if whisper_fbank.matches_knf(n_mels) else _knf(n_mels)
+        self._fbank = None if whisper_fbank.matches_knf(n_mels) else whisper_fbank.library_fbank(n_mels)
         self._ready: list[np.ndarray] = []  # blocks of final frames, in order
         self._count = 0  # final frames
         self._samples = 0  # samples given
@@ -89,7 +70,7 @@ class LogMelFrames:
         self._samples += len(samples)
         if self._fbank is not None:
             self._fbank.accept_waveform(SAMPLE_RATE, samples)
-            self._add(_log10(_knf_frames(self._fbank, self._count, self.n_mels)))
+            self._add(_log10(whisper_fbank.library_frames(self._fbank, self._count, self.n_mels)))
             return
         self._tail = np.concatenate([self._tail, samples])
         self._add(self._numpy_frames(self._count, ready_frames(self._samples)))
@@ -103,7 +84,7 @@ class LogMelFrames:
         self.finished = True
         if self._fbank is not None:
             self._fbank.input_finished()
-            self._add(_log10(_knf_frames(self._fbank, self._count, self.n_mels)))
+            self._add(_log10(whisper_fbank.library_frames(self._fbank, self._count, self.n_mels)))
         else:
             self._add(self._numpy_frames(self._count, frame_count(self._samples)))
 
