@@ -26,12 +26,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frames: int,
-                    per_window: list[float] | None = None,
                     per_window_cpu: list[float] | None = None) -> dict[str, float]:
     """Per-window timing of one engine fed window by window, as the live loop feeds it: wall time
     (what a listener waits) and, in ``per_window_cpu``, this process's CPU time (what other jobs
     on the machine do not inflate)."""
-    per_window = per_window if per_window is not None else []
+    per_window: list[float] = []
     per_window_cpu = per_window_cpu if per_window_cpu is not None else []
     first_partial: list[float] = []
     final_delay: list[float] = []
@@ -69,7 +68,7 @@ def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frame
 
 
 def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int,
-                   per_window: list[float] | None = None, per_window_cpu: list[float] | None = None) -> dict[str, float]:
+                   per_window_cpu: list[float] | None = None) -> dict[str, float]:
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
 
     rec = Recognizer.load(model_dir, RecognizerConfig(threads=threads))
@@ -84,7 +83,7 @@ def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], windo
         rec.finish(stream)
         stream.reset()
 
-    return _stream_figures(window, finish, audio, window_frames, per_window, per_window_cpu)
+    return _stream_figures(window, finish, audio, window_frames, per_window_cpu)
 
 
 def _sherpa_stream(files, threads: int, audio: list[np.ndarray], window_frames: int, tail_ms: int) -> dict[str, float]:
