@@ -414,5 +414,23 @@ def test_stop_takes_effect_within_a_period() -> None:
     assert player.stats.interrupted == 1
 
 
+def test_stop_between_chunks_drops_what_the_device_holds() -> None:
+    device = Device({16000: 16000})
+    player = AlsaPlayer(PlaybackConfig(device="fake"), open_pcm=device)
+    with player:
+        stream = player.stream()
+        stream.write(AudioChunk(tone(16000, 0.2), 16000))  # 10 whole periods, then the next chunk is slow to come
+        for _ in range(3000):
+            if device.pcms and device.pcms[0].writes == 10 and player._active is None:
+                break
+            threading.Event().wait(0.01)
+        pcm = device.pcms[0]
+        assert pcm.writes == 10 and not pcm.closed  # open between chunks, holding the last periods
+        player.stop()
+        result = stream.wait(30)
+        assert result is not None and result.outcome is PlaybackOutcome.INTERRUPTED
+        assert pcm.dropped and pcm.closed  # silent now, not when the player closes
+
+
 if __name__ == "__main__":  # the child side of run_scenario
     scenario(json.loads(sys.argv[1]))

@@ -184,6 +184,10 @@ class AlsaPlayer:
                 s.interrupted.set()
                 if s is not self._active:  # the playback thread finishes the active one once it has dropped
                     self._done(s, PlaybackOutcome.INTERRUPTED)
+            if self._active is None:
+                # Between two chunks the device still holds the stream's last periods; with the lock held and
+                # nothing active the playback thread is not touching it, so drop them here.
+                self._close_device(drop=True)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop playing and end the thread."""
