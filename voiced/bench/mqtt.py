@@ -208,7 +208,8 @@ def _commands_run(work: Path, port: int, listener: _Listener, asr_model: Path, v
                **_threads(threads)}
         latencies, got = _daemon_run(work, port, listener, audio, len(commands), asr, vad_model, COMMAND_TEMPLATES,
                                      {"min_silence_ms": 700, "matched_silence_ms": matched})
-        runs[name] = {**_pcts(latencies), "answers": [topic.rsplit("/", 1)[-1] for topic, _ in got],
+        runs[name] = {**_pcts(latencies), "end_of_speech_to_intent_ms": [round(x) for x in latencies],
+                      "answers": [topic.rsplit("/", 1)[-1] for topic, _ in got],
                       "whisper_partial_every_s": every_s, "whisper_decode_at_pause": at_pause}
     answers = [runs[name]["answers"] for name, *_ in setups]  # type: ignore[index]
     runs["same_intents"] = all(a == answers[0] for a in answers)
