@@ -14,12 +14,13 @@ import pytest
 
 from tests.mqtt.test_whisper_daemon import _spoken
 from voiced.asr.whisper import WhisperConfig
+from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.asr.loader import load_recognizer
 from voiced.audio.frames import Windower
 from voiced.audio.wav import read_wav
 from voiced.intents import IntentRecognizer
 from voiced.listener import Listener, ListenEventType
-from voiced.sentencespace import words_of
+from voiced.sentencespace import Completion, words_of
 from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
 
 HUMAN = "roots_19_morris_0269.wav"
@@ -94,3 +95,72 @@ def test_a_pause_is_decoded_at_once_so_a_slow_partial_cadence_still_ends_early(
         assert after_speech < 0.35  # 250 ms of silence and the window it ends in, whatever the cadence
     else:
         assert after_speech >= 0.7  # the whole min_silence_ms: nothing knew the command was whole
+
+
+NAMES_WHISPER_MISSPELLS = """
+language: en
+intents:
+  HassTurnOn:
+    data:
+      - sentences: ["turn on [the] {name}"]
+lists:
+  name:
+    values: ["kitchen light", "kallax lamp", "wiz bulb"]
+"""
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("pause_margin", [TemplateDecoding().pause_margin, 0.0])
+def test_a_misheard_command_ends_at_the_pause_with_its_template_sentence(
+        tmp_path: Path, whisper_model_dir, speech, models, pause_margin: float) -> None:
+    """Whisper writes a user's name its own way ("Calix lamp"): free, the pause's transcript is no
+    command and the utterance waits the whole min_silence_ms; template-aware at the pause, it
+    ends after the matched silence with the sentence (and intent) the final decode gives. A read
+    sentence, no command, keeps its end."""
+    (tmp_path / "intents.yaml").write_text(NAMES_WHISPER_MISSPELLS)
+    intents = IntentRecognizer.load([tmp_path / "intents.yaml"])
+    space = intents.sentence_space()
+    recognizer = load_recognizer(whisper_model_dir)
+    recognizer.use_templates(space, TemplateDecoding(pause_margin=pause_margin))
+    silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
+    gap = np.zeros(24_000, np.float32)
+    commands = ["Turn on the Kallax lamp.", "Turn on the Wiz bulb."]
+    spoken = [_spoken(c, exact=True) for c in commands]
+    for audio in spoken:  # the case at hand: the free transcript is neither a command nor the start of one
+        free = recognizer.recognize(audio).text
+        assert space.walker(wildcards=False).complete(free) is Completion.NONE, free
+    human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+    audio = np.concatenate([gap, spoken[0], gap, spoken[1], gap, human, gap])
+
+    early = _finals(audio, recognizer, silero, space, matched_ms=250)
+    late = _finals(audio, recognizer, silero, space, matched_ms=700)  # 700 = min_silence_ms: off
+
+    assert [_intent(intents, t) for t, _ in early] == [_intent(intents, t) for t, _ in late] == [
+        ("HassTurnOn", {"name": "kallax lamp"}), ("HassTurnOn", {"name": "wiz bulb"}), None]
+    assert early[2] == late[2]  # the read sentence: same text, same end
+    for (_, early_end), (_, late_end) in zip(early[:2], late[:2]):
+        assert late_end > 0.69  # the whole 700 ms
+        if pause_margin > 0:
+            assert early_end < 0.35  # 250 ms of silence and the window it ends in
+        else:
+            assert early_end > 0.69  # nothing at the pause knew the command was whole
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("pause_margin", "completed"), [(TemplateDecoding().pause_margin, False), (5.0, True)])
+def test_a_hesitation_at_a_pause_is_not_completed_into_a_command(tmp_path: Path, whisper_model_dir,
+                                                                 pause_margin: float, completed: bool) -> None:
+    """"Turn on the, um" is no command nor the start of one; the search finds "turn on the <a
+    name>", far less probable than what was said (~3.9 nats per token), so the pause keeps the free
+    transcript and the speaker may go on; only margins that wide would complete it."""
+    (tmp_path / "intents.yaml").write_text(NAMES_WHISPER_MISSPELLS)
+    space = IntentRecognizer.load([tmp_path / "intents.yaml"]).sentence_space()
+    recognizer = load_recognizer(whisper_model_dir)
+    recognizer.use_templates(space, TemplateDecoding(margin=max(3.0, pause_margin), pause_margin=pause_margin))
+    stream = recognizer.create_stream()
+    stream.accept_waveform(np.concatenate([np.zeros(4_000, np.float32), _spoken("Turn on the, um,", exact=True)]))
+    recognizer.decode_at_pause(stream)
+    result = stream.result
+    assert result.from_templates is completed
+    assert ("um" in words_of(result.text)) is not completed
+    assert (space.complete(result.text) is Completion.FINAL) is completed

@@ -132,6 +132,11 @@ class AsrSection:
     template_margin: float = 3.0
     """Nats per token by which the free transcript must beat the template one to be kept (chosen on
     the development half of ``voiced bench commands``)."""
+    template_pause_margin: float = 1.5
+    """Whisper at a pause in speech (``whisper_decode_at_pause``): a transcript that is no command nor
+    the start of one is replaced by the template sentence when it is within this many nats per token
+    (at most ``template_margin``), so a misheard name ("desk clamp") still ends after the matched
+    silence; a hesitation ("turn on the, um") is far further and waits."""
     whisper_prompt_lists: bool = False
     """Whisper: decode each utterance as if the phrases of your lists (``[intents.lists]`` and list
     files: names, areas) had been said before it (Whisper's previous-text prompt), so a name is
@@ -166,6 +171,8 @@ class AsrSection:
             raise ConfigError("max_hotwords", f"must be within 0..10000, got {self.max_hotwords}")
         if not 0 <= self.template_margin <= 1000:
             raise ConfigError("template_margin", f"must be within 0..1000, got {self.template_margin}")
+        if not 0 <= self.template_pause_margin <= 1000:
+            raise ConfigError("template_pause_margin", f"must be within 0..1000, got {self.template_pause_margin}")
         if not 0 <= self.whisper_partial_every_s <= 30:
             raise ConfigError("whisper_partial_every_s", f"must be within 0..30 s, got {self.whisper_partial_every_s}")
 

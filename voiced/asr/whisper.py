@@ -21,7 +21,8 @@ input is enough to change a token.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from voiced.audio.dereverb import DereverbConfig, dereverberate
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
-from voiced.sentencespace import SentenceSpace
+from voiced.sentencespace import Completion, SentenceSpace
 
 __all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "encoder_input", "log_mel"]
 
@@ -86,6 +87,17 @@ def encoder_input(mel: np.ndarray, tail_padding_frames: int) -> tuple[np.ndarray
     padded = np.zeros((frames, mel.shape[1]), np.float32)
     padded[:num_frames] = mel[:num_frames]
     return padded, num_frames
+
+
+class _Decode(Enum):
+    """How one piece is decoded."""
+
+    FREE = "free"
+    TEMPLATES = "templates"
+    """Template-aware, judged by ``TemplateDecoding.margin`` (final results)."""
+    AT_PAUSE = "at_pause"
+    """Template-aware only when the free transcript is no command nor the beginning of one,
+    judged by ``TemplateDecoding.pause_margin``."""
 
 
 class WhisperStream:
@@ -155,7 +167,8 @@ class WhisperRecognizer:
 
     def use_templates(self, commands: SentenceSpace | None, settings: TemplateDecoding | None = None) -> None:
         """Decode final results template-aware over ``commands`` (None: free decoding only).
-        Partial results stay free: they are re-decoded anyway."""
+        Partial results stay free (they are re-decoded anyway), but for the decode at a pause
+        (``decode_at_pause``), which may end the utterance."""
         self._commands = commands
         self._template_decoding = settings or TemplateDecoding()
 
@@ -177,8 +190,11 @@ class WhisperRecognizer:
 
     def decode(self, stream: WhisperStream) -> None:
         """A partial result: decode everything heard so far."""
+        self._decode(stream, _Decode.FREE)
+
+    def _decode(self, stream: WhisperStream, how: _Decode) -> None:
         stream.decoded_samples = stream.num_samples
-        stream._result = self.recognize(stream.samples(), log10_energies=stream.log10_mel())
+        stream._result = self._recognize(stream.samples(), how, stream.log10_mel())
 
     def decode_all(self, stream: WhisperStream) -> None:
         if self.is_ready(stream):
@@ -186,16 +202,18 @@ class WhisperRecognizer:
 
     def decode_at_pause(self, stream: WhisperStream) -> None:
         """Speech paused: decode what was said now rather than at the next ``partial_every_s``
-        mark (or at the end), so a whole command is known while its trailing silence runs."""
+        mark (or at the end), so a whole command is known while its trailing silence runs. With
+        templates in use, a transcript that is no command nor the beginning of one is decoded
+        template-aware too, judged by ``TemplateDecoding.pause_margin``: a misheard command is
+        then known as one at the pause, not only at the end of the full silence."""
         if self.config.decode_at_pause and not stream.finished and stream.num_samples > stream.decoded_samples:
-            self.decode(stream)
+            self._decode(stream, _Decode.AT_PAUSE if self._commands is not None else _Decode.FREE)
 
     def finish(self, stream: WhisperStream) -> RecognitionResult:
         """End the utterance and decode it (template-aware when templates are in use)."""
         stream.input_finished()
         stream.decoded_samples = stream.num_samples
-        stream._result = self.recognize(stream.samples(), templates=self._commands is not None,
-                                        log10_energies=stream.log10_mel())
+        stream._result = self._recognize(stream.samples(), _Decode.TEMPLATES, stream.log10_mel())
         return stream._result
 
     def result(self, stream: WhisperStream) -> RecognitionResult:
@@ -209,6 +227,9 @@ class WhisperRecognizer:
 
         ``templates``: a single piece may be decoded template-aware (see ``use_templates``).
         ``log10_energies``: ``log10_mel`` of ``samples`` when already known (a stream's, as heard)."""
+        return self._recognize(samples, _Decode.TEMPLATES if templates else _Decode.FREE, log10_energies)
+
+    def _recognize(self, samples: np.ndarray, how: _Decode, log10_energies: np.ndarray | None) -> RecognitionResult:
         if log10_energies is None:
             samples = self._heard(samples)
             log10_energies = log10_mel(samples, self.model.n_mels) if len(samples) else np.zeros(
@@ -225,7 +246,7 @@ class WhisperRecognizer:
             # each piece is normalized on its own, as sherpa-onnx normalizes each utterance
             piece = mel[begin:end] if begin == 0 and end == len(mel) else log_mel(
                 samples[begin * HOP:end * HOP], self.model.n_mels)
-            tokens, p, from_templates = self._decode_piece(piece, templates and len(pieces) == 1)
+            tokens, p, from_templates = self._decode_piece(piece, how if len(pieces) == 1 else _Decode.FREE)
             ids += tokens
             probs += p
             starts += [begin * HOP / SAMPLE_RATE] * len(tokens)
@@ -238,11 +259,19 @@ class WhisperRecognizer:
             from_templates=from_templates,
         )
 
-    def _decode_piece(self, mel: np.ndarray, templates: bool) -> tuple[list[int], list[float], bool]:
-        if not templates or self._commands is None:
+    def _decode_piece(self, mel: np.ndarray, how: _Decode) -> tuple[list[int], list[float], bool]:
+        if how is _Decode.FREE or self._commands is None:
             tokens, probs = self._free(mel)[0]
             return tokens, probs, False
-        choice = self._choose(mel)
+        if how is _Decode.TEMPLATES:
+            choice = self._choose(mel)
+            return choice.tokens, choice.probs, choice.from_templates
+        free, encoded = self._free(mel)
+        if self._commands.walker(wildcards=False).complete(self.model.text(free[0])) is Completion.PREFIX:
+            return free[0], free[1], False  # a command may be under way: the speaker may go on after the pause
+        settings = self._template_decoding
+        at_pause = replace(settings, margin=min(settings.margin, settings.pause_margin))
+        choice = decode_with_templates(self.model, self._commands, at_pause, *encoded, free)
         return choice.tokens, choice.probs, choice.from_templates
 
     def choose(self, samples: np.ndarray) -> Choice:

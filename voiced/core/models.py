@@ -121,7 +121,8 @@ class Models:
         self.commands = intents.sentence_space() if intents.enabled and (templates or early) else None
         space = self.commands if templates else None
         if isinstance(rec, WhisperRecognizer):
-            rec.use_templates(space, TemplateDecoding(margin=cfg.asr.template_margin))
+            rec.use_templates(space, TemplateDecoding(margin=cfg.asr.template_margin,
+                                                      pause_margin=cfg.asr.template_pause_margin))
             rec.use_prompt(prompt_text(intents.list_phrases()) if cfg.asr.whisper_prompt_lists else "")
         elif isinstance(rec, Recognizer) and beam:  # streams take it from their next utterance on
             rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost))
