@@ -24,16 +24,23 @@ from voiced.sentencespace import Completion, words_of
 from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
 
 HUMAN = "roots_19_morris_0269.wav"
-TEMPLATES = """
+
+
+def _turn_on(*names: str) -> str:
+    """Templates of one sentence, "turn on [the] {name}", with these names."""
+    return f"""
 language: en
 intents:
   HassTurnOn:
     data:
-      - sentences: ["turn on [the] {name}"]
+      - sentences: ["turn on [the] {{name}}"]
 lists:
   name:
-    values: ["kitchen light", "porch light"]
+    values: {list(names)!r}
 """
+
+
+TEMPLATES = _turn_on("kitchen light", "porch light")
 
 
 def _intent(intents: IntentRecognizer, text: str) -> tuple[str, dict] | None:
@@ -97,16 +104,7 @@ def test_a_pause_is_decoded_at_once_so_a_slow_partial_cadence_still_ends_early(
         assert after_speech >= 0.7  # the whole min_silence_ms: nothing knew the command was whole
 
 
-NAMES_WHISPER_MISSPELLS = """
-language: en
-intents:
-  HassTurnOn:
-    data:
-      - sentences: ["turn on [the] {name}"]
-lists:
-  name:
-    values: ["kitchen light", "kallax lamp", "wiz bulb"]
-"""
+NAMES_WHISPER_MISSPELLS = _turn_on("kitchen light", "kallax lamp", "wiz bulb")
 
 
 @pytest.mark.shared

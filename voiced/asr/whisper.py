@@ -212,8 +212,7 @@ class WhisperRecognizer:
     def finish(self, stream: WhisperStream) -> RecognitionResult:
         """End the utterance and decode it (template-aware when templates are in use)."""
         stream.input_finished()
-        stream.decoded_samples = stream.num_samples
-        stream._result = self._recognize(stream.samples(), _Decode.TEMPLATES, stream.log10_mel())
+        self._decode(stream, _Decode.TEMPLATES)
         return stream._result
 
     def result(self, stream: WhisperStream) -> RecognitionResult:
