@@ -19,9 +19,12 @@ from tests.test_asr import read_wav
 from voiced.asr.recognizer import Recognizer, RecognizerConfig
 from voiced.asr.search import SearchMethod
 from voiced.asr.sentence_context import TemplateSearch
+from voiced.audio.frames import Windower
 from voiced.errors import ConfigError
 from voiced.intents import IntentRecognizer
-from voiced.sentencespace import words_of
+from voiced.listener import ListenEvent, Listener, ListenEventType
+from voiced.sentencespace import Completion, words_of
+from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
 
 COMMANDS = ["hifitts_6097_5min/audio/roots_19_morris_0269.wav",
             "hifitts_6097_5min/audio/presentpictureofnsw_02_mann_0532.wav"]
@@ -149,6 +152,8 @@ def test_greedy_search_refuses_templates_and_settings_are_validated(tmp_path: Pa
         TemplateSearch(margin=-1)
     with pytest.raises(ConfigError, match="hotword_boost"):
         TemplateSearch(boost=101)
+    with pytest.raises(ConfigError, match="template_pause_margin"):
+        TemplateSearch(pause_margin=-0.5)
 
 
 @pytest.mark.shared
@@ -165,7 +170,8 @@ def test_the_config_key_turns_it_on_and_off_in_the_daemon(speech: Path, models: 
     free_text, command = near_miss(Recognizer.load(model, BEAM), samples)
     commands_for(tmp_path, command)
     results = {}
-    for key in ({"template_decoding": True}, {"template_decoding": False}, {"template_margin": 0.0}):
+    for key in ({"template_decoding": True}, {"template_decoding": False}, {"template_margin": 0.0},
+                {"template_pause_margin": 0.5}):
         config = Config.from_dict({
             "asr": {"model": str(model), "max_hotwords": 0, **key},  # no hotwords: the sentences alone
             "vad": {"model": str(models / "silero_vad_v5" / "silero_vad.onnx")},
@@ -175,12 +181,14 @@ def test_the_config_key_turns_it_on_and_off_in_the_daemon(speech: Path, models: 
         loaded = Models.load(config, select_profile(config.hardware.profile), Counters())
         result = decode(loaded.recognizer, samples)[0]  # type: ignore[arg-type]
         results[next(iter(key.items()))] = (result.text.strip(), result.from_templates)
+        if "template_pause_margin" in key:
+            assert loaded.recognizer.sentences.settings.pause_margin == 0.5  # type: ignore[union-attr]
         if key == {"template_decoding": True}:
             loaded.use_intents(IntentRecognizer.empty())  # SIGHUP with no intents left
             assert decode(loaded.recognizer, samples)[0].text == free_text  # type: ignore[arg-type]
         loaded.close()
     assert results == {("template_decoding", True): (command, True), ("template_decoding", False): (free_text, False),
-                       ("template_margin", 0.0): (free_text, False)}  # (this utterance favours the free text)
+                       ("template_margin", 0.0): (free_text, False), ("template_pause_margin", 0.5): (command, True)}  # (this utterance favours the free text)
 
 
 def test_sentence_beam_follows_sentences_and_locks_a_whole_one(tmp_path: Path) -> None:
@@ -226,3 +234,84 @@ intents:
     # the free beam's best path far ahead (more than ``prune`` nats): nothing is left to follow
     frame({}, 4, free=TemplateSearch().prune + 1.0)
     assert not beam.alive and beam.best_whole() is None
+
+
+READ = "hifitts_6097_5min/audio/astralplane_03_leadbeater_0639.wav"
+"""A 10 s read sentence: no command."""
+
+
+def _finals(rec: Recognizer, vad: SileroVad, audio: np.ndarray, commands, matched_ms: int,
+            keep_audio: bool = False) -> list[tuple[ListenEvent, float]]:
+    """The final events of a listener over ``audio``, each with the stream seconds between the end
+    of speech and the window that ended the utterance (stream time, not wall-clock)."""
+    endpointer = Endpointer(EndpointConfig(matched_silence_ms=matched_ms),
+                            create_detector(VadKind.SILERO, vad, EnergyGateConfig()))
+    listener = Listener(rec, endpointer, commands=commands, keep_audio=keep_audio)
+    return [(ev, window.end - ev.end) for window in Windower(10).windows([audio])
+            for ev in listener.process(window) if ev.type is ListenEventType.FINAL]
+
+
+@pytest.mark.shared
+def test_a_near_miss_command_ends_at_the_pause_and_read_speech_keeps_its_end(model_dir: Path, speech: Path,
+                                                                             models: Path, tmp_path: Path) -> None:
+    """Intent-aware endpointing with a transducer: at the pause, the free partial (no command) is
+    weighed against the sentence beam's best whole sentence by ``pause_margin``, so the command
+    ends after the 250 ms matched silence with the text and intent the final gives after 700 ms.
+    Free decoding alone knows no command at the pause (it waits the 700 ms); a read sentence keeps
+    its end."""
+    rec = Recognizer.load(model_dir, BEAM)
+    vad = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
+    gap = np.zeros(24_000, np.float32)
+    spoken = np.concatenate([gap, read_wav(speech / COMMANDS[0]), gap])
+    # the command: a sentence the audio of the utterance, as the listener cuts it, nearly supports
+    [(final, _)] = _finals(rec, vad, spoken, None, 700, keep_audio=True)
+    assert final.audio is not None
+    free_text, command = near_miss(rec, final.audio)
+    assert free_text == final.text
+    intents = commands_for(tmp_path, command)
+    space = intents.sentence_space()
+    assert space.walker(wildcards=False).complete(free_text) is Completion.NONE  # the case at hand
+    audio = np.concatenate([spoken, read_wav(speech / READ), gap])
+
+    free_only = _finals(rec, vad, audio, space, matched_ms=250)  # templates only in the endpointer
+    assert [ev.text for ev, _ in free_only][0] == free_text and free_only[0][1] > 0.69
+    rec.use_templates(space, TemplateSearch())
+    early = _finals(rec, vad, audio, space, matched_ms=250)
+    late = _finals(rec, vad, audio, space, matched_ms=700)  # 700 = min_silence_ms: off
+    texts = [(ev.text.strip(), ev.result.from_templates) for ev, _ in early]  # type: ignore[union-attr]
+    assert texts == [(ev.text.strip(), ev.result.from_templates) for ev, _ in late]  # type: ignore[union-attr]
+    assert texts[0] == (command, True) and not texts[1][1]
+    assert intents.recognize(texts[0][0]) is not None and intents.recognize(texts[1][0]) is None
+    assert early[0][1] < 0.35 < 0.69 < late[0][1]  # 250 ms of silence and the window it ends in
+    assert early[1][1] == late[1][1] == free_only[1][1]  # the read sentence: same end
+
+
+@pytest.mark.shared
+def test_the_pause_choice_stands_only_until_the_speaker_goes_on(speech: Path, tmp_path: Path) -> None:
+    """The sentence chosen at a pause is the partial while silence follows; words after the pause
+    make the partial the free beam's again, and the final weighs the whole utterance."""
+    model = make_transducer(tmp_path / "z", "zipformer2", seed=7)
+    rec = Recognizer.load(model, BEAM)
+    samples = read_wav(speech / COMMANDS[0])
+    free_text, command = near_miss(rec, samples)
+    rec.use_templates(commands_for(tmp_path, command).sentence_space(), TemplateSearch())
+    stream = rec.create_stream()
+    silence = np.zeros(4_800, np.float32)
+    for chunk in (samples, silence):
+        stream.accept_waveform(chunk)
+        rec.decode_all(stream)
+    assert not stream.result.from_templates  # partials are the free beam's
+    rec.decode_at_pause(stream)
+    assert (stream.result.text.strip(), stream.result.from_templates) == (command, True)
+    stream.accept_waveform(silence)  # the pause goes on: the choice stands
+    rec.decode_all(stream)
+    assert (stream.result.text.strip(), stream.result.from_templates) == (command, True)
+    stream.accept_waveform(read_wav(speech / COMMANDS[1]))  # words after the pause
+    rec.decode_all(stream)
+    result = stream.result
+    assert not result.from_templates and len(result.token_ids) > len(rec.model.tokens.encode(command))
+    final = rec.finish(stream)
+    choice = rec.choose(stream)
+    assert choice is not None and (final.text, final.from_templates) == (
+        rec.model.tokens.text(choice.best.tokens).strip() if choice.from_templates else final.text,
+        choice.from_templates)

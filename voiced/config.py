@@ -128,13 +128,14 @@ class AsrSection:
     """With intents, decode each utterance also constrained to the template sentences and take
     that text unless the free one is clearly more probable (see "Template-aware decoding"):
     Whisper by a second search, transducers by a sentence beam beside the free one in modified
-    beam search (not greedy_search; partial results stay the free beam's)."""
+    beam search (not greedy_search; partial results stay the free beam's but at a pause, see
+    ``template_pause_margin``)."""
     template_margin: float = 3.0
     """Nats per token by which the free transcript must beat the template one to be kept (chosen on
     the development half of ``voiced bench commands``)."""
     template_pause_margin: float = 1.5
-    """Whisper at a pause in speech (``whisper_decode_at_pause``): a transcript that is no command nor
-    the start of one is replaced by the template sentence when it is within this many nats per token
+    """At a pause in speech (Whisper: ``whisper_decode_at_pause``; transducers: the sentence beam's
+    partial): a transcript that is no command nor the start of one is replaced by the template sentence when it is within this many nats per token
     (at most ``template_margin``), so a misheard name ("desk clamp") still ends after the matched
     silence; a hesitation ("turn on the, um") is far further and waits."""
     whisper_prompt_lists: bool = False

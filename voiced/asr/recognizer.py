@@ -36,6 +36,8 @@ from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
 
+from voiced.sentencespace import Completion
+
 if TYPE_CHECKING:
     from voiced.sentencespace import SentenceSpace
 
@@ -98,6 +100,9 @@ class Stream:
         self.search_state: GreedyState | BeamState = (
             rec.search.start(self._graph, rec.sentences) if isinstance(rec.search, BeamSearch) else rec.search.start()
         )
+        self.at_pause: tuple[tuple[int, ...], TemplateChoice] | None = None
+        """The free best path's tokens at the last pause in speech and the template choice made
+        there (``Recognizer.decode_at_pause``); it stands while that path stays the best."""
 
     def accept_waveform(self, samples: np.ndarray) -> None:
         """Add mono float32 samples at 16 kHz in [-1, 1]."""
@@ -146,7 +151,7 @@ class Recognizer:
         ``use_templates``: every stream reset from now on carries a sentence beam beside its free
         beam, and its final result is the best whole template sentence unless the free one is
         more probable by more than ``settings.margin`` nats per token. Partial results stay the
-        free beam's. Needs modified beam search (greedy search has no beam to hold the sentences)."""
+        free beam's, but at a pause in speech (``decode_at_pause``). Needs modified beam search (greedy search has no beam to hold the sentences)."""
         if commands is not None and self.config.method is not SearchMethod.MODIFIED_BEAM:
             raise ValueError("template-aware decoding needs modified_beam_search")
         self.sentences = None if commands is None else SentenceContext(
@@ -181,8 +186,25 @@ class Recognizer:
             self.decode(stream)
 
     def decode_at_pause(self, stream: Stream) -> None:
-        """Speech paused: a transducer's partial is current after every chunk, so only what is ready."""
+        """Speech paused: a transducer's partial is current after every chunk, so only what is ready.
+
+        With templates in use, a free partial that is no command nor the beginning of one is
+        weighed against the sentence beam's best whole sentence, by ``TemplateSearch.pause_margin``
+        (Whisper's rule at a pause): the partial is that sentence while the free beam's best path
+        stays as it was, so a misheard command is known as one while the matched silence runs."""
         self.decode_all(stream)
+        state, sentences = stream.search_state, self.sentences
+        if not isinstance(state, BeamState) or state.sentences is None or sentences is None:
+            return
+        free = self.search.best(state)
+        stream.at_pause = None
+        text = self.model.tokens.text(free.tokens)
+        if sentences.space.walker(wildcards=False).complete(text) is Completion.PREFIX:
+            return  # a command may be under way: the speaker may go on after the pause
+        margin = min(sentences.settings.margin, sentences.settings.pause_margin)
+        choice = state.sentences.choose(free, free.score - free.bonus).with_margin(margin)
+        if choice.from_templates:
+            stream.at_pause = (free.tokens, choice)
 
     def finish(self, stream: Stream) -> RecognitionResult:
         """End the utterance, decode what is left and return the final result."""
@@ -194,7 +216,7 @@ class Recognizer:
         """The stream's result so far; only tokens new since the last call are turned into text."""
         state = stream.search_state
         if isinstance(state, BeamState):
-            choice = self.choose(stream) if stream.finished else None
+            choice = self.choose(stream) if stream.finished else self._pause_choice(stream, state)
             if choice is not None:
                 best = choice.best
                 result = stream.results.build(best.tokens, best.frames, best.log_probs)
@@ -203,6 +225,17 @@ class Recognizer:
         else:
             hyp = state.hyp
         return stream.results.build(hyp.tokens, hyp.frames, hyp.log_probs)
+
+    def _pause_choice(self, stream: Stream, state: BeamState) -> TemplateChoice | None:
+        """The choice made at the pause, while the free beam's best path is the one it weighed
+        (the speaker did not go on)."""
+        if stream.at_pause is None:
+            return None
+        tokens, choice = stream.at_pause
+        if self.search.best(state).tokens != tokens:  # type: ignore[union-attr]
+            stream.at_pause = None  # words came after the pause: the next pause decides again
+            return None
+        return choice
 
     def choose(self, stream: Stream) -> TemplateChoice | None:
         """The free result and the best whole template sentence of the stream so far, with their

@@ -53,6 +53,12 @@ class TemplateSearch:
     boost: float = 1.5
     """Ranking bonus per token inside the sentence beam (``[asr] hotword_boost``); never counted
     when the two results are weighed."""
+    pause_margin: float = 1.5
+    """At a pause in speech (``Recognizer.decode_at_pause``) the partial result is the best whole
+    sentence when the free text is no command nor the start of one and is more probable by at most
+    this many nats per token (and at most ``margin``): intent-aware endpointing then ends a
+    misheard command after the matched silence (``[asr] template_pause_margin``, shared with
+    Whisper). Tighter than ``margin``: the speaker may not be done."""
     prune: float = 30.0
     """A search bound, as Whisper's has ``max_steps``: sentence paths more than this many nats
     behind the free beam's best path (both without bonuses) are dropped: such a path comes within
@@ -64,6 +70,8 @@ class TemplateSearch:
             raise ConfigError("asr.template_margin", f"must be within 0..1000, got {self.margin}")
         if not 0 <= self.boost <= 100:
             raise ConfigError("asr.hotword_boost", f"must be within 0..100, got {self.boost}")
+        if not 0 <= self.pause_margin <= 1000:
+            raise ConfigError("asr.template_pause_margin", f"must be within 0..1000, got {self.pause_margin}")
         if not 0 < self.prune <= 10_000:
             raise ConfigError("prune", f"must be within 0..10000 (above 0), got {self.prune}")
 

@@ -125,7 +125,8 @@ class Models:
                                                       pause_margin=cfg.asr.template_pause_margin))
             rec.use_prompt(prompt_text(intents.list_phrases()) if cfg.asr.whisper_prompt_lists else "")
         elif isinstance(rec, Recognizer) and beam:  # streams take it from their next utterance on
-            rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost))
+            rec.use_templates(space, TemplateSearch(margin=cfg.asr.template_margin, boost=cfg.asr.hotword_boost,
+                                                    pause_margin=cfg.asr.template_pause_margin))
 
     def new_listener(self, keep_audio: bool | None = None) -> Listener:
         """A listener (endpointer + recognizer stream) over the shared models; one per audio stream."""
