@@ -16,7 +16,7 @@ import pytest
 from tests.modelgen.transducer import make_transducer
 from tests.reference import sherpa_modified_beam
 from tests.test_asr import read_wav
-from voiced.asr.recognizer import Recognizer, RecognizerConfig
+from voiced.asr.recognizer import RecognitionResult, Recognizer, RecognizerConfig
 from voiced.asr.search import SearchMethod
 from voiced.asr.sentence_context import TemplateSearch
 from voiced.audio.frames import Windower
@@ -315,3 +315,43 @@ def test_the_pause_choice_stands_only_until_the_speaker_goes_on(speech: Path, tm
     assert choice is not None and (final.text, final.from_templates) == (
         rec.model.tokens.text(choice.best.tokens).strip() if choice.from_templates else final.text,
         choice.from_templates)
+
+
+@pytest.mark.shared
+def test_a_pause_after_the_beginning_of_a_command_keeps_the_free_partial(speech: Path, tmp_path: Path) -> None:
+    """When the free partial at the pause may still become a command ("<it> please"), the speaker
+    may go on: the partial stays free even though another whole sentence is within the margin."""
+    model = make_transducer(tmp_path / "z", "zipformer2", seed=7)
+    rec = Recognizer.load(model, BEAM)
+    samples = read_wav(speech / COMMANDS[0])
+    audio = np.concatenate([samples, np.zeros(4_800, np.float32)])
+
+    def at_pause() -> RecognitionResult:
+        stream = rec.create_stream()
+        stream.accept_waveform(audio)
+        rec.decode_at_pause(stream)
+        return stream.result
+
+    partial = at_pause().text
+    command = near_miss(rec, samples)[1]
+    space = commands_for(tmp_path, command).sentence_space()
+    rec.use_templates(space, TemplateSearch())
+    assert (at_pause().text.strip(), at_pause().from_templates) == (command, True)  # no command begins so
+    words = words_of(command)
+    (tmp_path / "longer.yaml").write_text(f"""
+language: en
+intents:
+  Recovered:
+    data:
+      - sentences: ["{' '.join(words[:2])} {{thing}}", "{{partial}} please"]
+lists:
+  thing:
+    values: ["{' '.join(words[2:])}"]
+  partial:
+    values: ["{' '.join(words_of(partial))}"]
+""")
+    space = IntentRecognizer.load([tmp_path / "longer.yaml"]).sentence_space()
+    assert space.walker(wildcards=False).complete(partial) is Completion.PREFIX
+    rec.use_templates(space, TemplateSearch())
+    result = at_pause()
+    assert (result.text, result.from_templates) == (partial, False)

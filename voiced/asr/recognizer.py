@@ -35,7 +35,6 @@ from voiced.asr.search import (
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
-
 from voiced.sentencespace import Completion
 
 if TYPE_CHECKING:
@@ -151,7 +150,8 @@ class Recognizer:
         ``use_templates``: every stream reset from now on carries a sentence beam beside its free
         beam, and its final result is the best whole template sentence unless the free one is
         more probable by more than ``settings.margin`` nats per token. Partial results stay the
-        free beam's, but at a pause in speech (``decode_at_pause``). Needs modified beam search (greedy search has no beam to hold the sentences)."""
+        free beam's but at a pause in speech (``decode_at_pause``). Needs modified beam search
+        (greedy search has no beam to hold the sentences)."""
         if commands is not None and self.config.method is not SearchMethod.MODIFIED_BEAM:
             raise ValueError("template-aware decoding needs modified_beam_search")
         self.sentences = None if commands is None else SentenceContext(
@@ -193,15 +193,15 @@ class Recognizer:
         (Whisper's rule at a pause): the partial is that sentence while the free beam's best path
         stays as it was, so a misheard command is known as one while the matched silence runs."""
         self.decode_all(stream)
-        state, sentences = stream.search_state, self.sentences
-        if not isinstance(state, BeamState) or state.sentences is None or sentences is None:
-            return
-        free = self.search.best(state)
         stream.at_pause = None
-        text = self.model.tokens.text(free.tokens)
-        if sentences.space.walker(wildcards=False).complete(text) is Completion.PREFIX:
+        state = stream.search_state
+        if not isinstance(state, BeamState) or state.sentences is None:
+            return
+        context = state.sentences.context  # the stream's own (templates change from its next reset on)
+        free = self.search.best(state)
+        if context.space.walker(wildcards=False).complete(self.model.tokens.text(free.tokens)) is Completion.PREFIX:
             return  # a command may be under way: the speaker may go on after the pause
-        margin = min(sentences.settings.margin, sentences.settings.pause_margin)
+        margin = min(context.settings.margin, context.settings.pause_margin)
         choice = state.sentences.choose(free, free.score - free.bonus).with_margin(margin)
         if choice.from_templates:
             stream.at_pause = (free.tokens, choice)
