@@ -203,3 +203,37 @@ def test_hotwords_are_bounded_and_put_list_values_first(tmp_path: Path) -> None:
     # Whisper's prompt: the config's phrases only (not the templates' lists), each once
     assert sorted(rec.list_phrases()) == sorted([*names, "scullery"])
     assert IntentRecognizer.from_section(IntentsSection()).list_phrases() == []
+
+
+def test_a_sentence_a_decoder_confirmed_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoders confirm a template sentence with hassil's match (the sentence space's
+    verifier); the intent stage's ``recognize`` of that transcript is then a lookup, not a second
+    parse, and gives what a parse gives. Long texts are parsed and not kept."""
+    import hassil
+
+    from voiced.intents import RECENT_TEXT_CHARS
+    from voiced.sentencespace import Completion
+
+    (tmp_path / "lists.yaml").write_text(LISTS)
+    recognizer = IntentRecognizer.load([tmp_path / "lists.yaml"])
+    space = recognizer.sentence_space()
+    fresh = IntentRecognizer.load([tmp_path / "lists.yaml"]).recognize("Set the kitchen lights to 40 percent.")
+    parsed: list[str] = []
+    real = hassil.recognize_best
+
+    def counted(text, *args, **kwargs):  # the real parse, counted
+        parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(hassil, "recognize_best", counted)
+    assert space.complete(" Set the kitchen lights to 40 percent.") is Completion.FINAL  # as Whisper writes it
+    assert parsed == ["Set the kitchen lights to 40 percent."]
+    intent = recognizer.recognize("Set the kitchen lights to 40 percent.")  # the transcript, stripped
+    assert parsed == ["Set the kitchen lights to 40 percent."]
+    assert intent is not None and intent.name == "HassLightSet"
+    assert intent == fresh
+    assert recognizer.recognize("set the living room lights to 5 percent") is not None and len(parsed) == 2
+    long_text = "set the kitchen lights " * (RECENT_TEXT_CHARS // 20)
+    for _ in range(2):
+        assert recognizer.recognize(long_text) is None
+    assert parsed.count(long_text) == 2

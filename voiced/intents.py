@@ -24,6 +24,7 @@ lists) and how they merge is ``voiced.sentences``; this module matches text agai
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,11 @@ __all__ = ["MAX_HOTWORDS", "Intent", "IntentRecognizer", "IntentSource", "Slot",
 
 log = logging.getLogger(__name__)
 
+RECENT_TEXTS = 256
+"""Texts whose match ``recognize`` keeps: the decoders' sentence checks and the intent stage ask
+about the same transcripts, so the stage's parse of a sentence a decoder confirmed is a lookup."""
+RECENT_TEXT_CHARS = 400
+"""Longer texts (no command; an MQTT query may be any size) are parsed and not kept."""
 MAX_HOTWORDS = 300
 """Default bound of ``IntentRecognizer.hotwords`` (``[asr] max_hotwords``)."""
 
@@ -148,6 +154,9 @@ class IntentRecognizer:
         """The paths or glob patterns this recognizer was loaded from."""
         self.files = files
         """The template files, in load order."""
+        # the match of a text never changes (the templates are fixed after load; a reload is a new
+        # recognizer), and lru_cache stays consistent across threads
+        self._recognize = functools.lru_cache(maxsize=RECENT_TEXTS)(self._match)
 
     @classmethod
     def load(cls, paths: Sequence[str | Path]) -> IntentRecognizer:
@@ -239,7 +248,11 @@ class IntentRecognizer:
         return tuple(sorted(self._intents.intents))
 
     def recognize(self, text: str) -> Intent | None:
-        """The best matching intent for ``text``, or None when no template matches."""
+        """The best matching intent for ``text``, or None when no template matches (the last
+        ``RECENT_TEXTS`` texts' matches are kept)."""
+        return self._recognize(text) if len(text) <= RECENT_TEXT_CHARS else self._match(text)
+
+    def _match(self, text: str) -> Intent | None:
         from hassil import recognize_best
 
         if not text.strip() or not self._intents.intents:
@@ -262,7 +275,9 @@ class IntentRecognizer:
         endpointing); FINAL only for texts this recognizer matches too."""
         from voiced.sentencespace import SentenceSpace
 
-        return SentenceSpace.from_intents(self._intents).with_verifier(lambda text: self.recognize(text) is not None)
+        # stripped as transcripts are: the intent stage then finds the match the decoder made
+        return SentenceSpace.from_intents(self._intents).with_verifier(
+            lambda text: self.recognize(text.strip()) is not None)
 
     def list_phrases(self) -> list[str]:
         """The phrases of the config's lists (``[intents.lists]`` and list files: names, areas…),

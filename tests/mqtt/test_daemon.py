@@ -170,9 +170,11 @@ def test_each_utterance_yields_text_captured(tmp_path, broker, subscriber_factor
                                              multi_utterance_wav, asr_model, models) -> None:
     sub = subscriber_factory(broker, "hermes/#")
     running(audio_config(tmp_path, broker, multi_utterance_wav, asr_model, models))
-    captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.wait_count(3, "hermes/asr/textCaptured")]
+    payloads = sub.wait_count(3, "hermes/asr/textCaptured")
+    captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in payloads]
     assert all(c.text and c.site_id == "kitchen" and c.session_id for c in captured)
     assert len({c.session_id for c in captured}) == 3
+    assert [json.loads(p)["fromTemplates"] for p in payloads] == [False] * 3  # greedy_search: free text
     started = [json.loads(p)["sessionId"] for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
     assert started == [c.session_id for c in captured]
     for c in captured:

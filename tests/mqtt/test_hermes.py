@@ -71,8 +71,10 @@ def test_text_captured_round_trips_with_tokens_and_times() -> None:
     assert (first.value, first.confidence, first.range_start, first.range_end) == ("TURN", 0.9, 0, 4)
     assert first.time is not None and (first.time.start, first.time.end) == (0.10, 0.30)
     assert (second.value, second.range_start, second.range_end) == ("ON", 5, 7)
-    # And back: the reference serializes to the same object.
-    assert json.loads(ref.payload()) == {**obj}
+    # And back: the reference serializes to the same object but voiced's own key (readers ignore it).
+    assert json.loads(ref.payload()) == {k: v for k, v in obj.items() if k != "fromTemplates"}
+    assert obj["fromTemplates"] is False
+    assert decode(hermes.text_captured("TURN ON", 0.85, 1.25, "kitchen", from_templates=True))["fromTemplates"] is True
 
 
 def test_text_captured_derives_tokens_from_the_text() -> None:

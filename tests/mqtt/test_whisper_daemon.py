@@ -79,9 +79,12 @@ state_dir = "state"
     daemon = Daemon(Config.from_file(tmp_path / "voiced.toml"))
     daemon.start()
     try:
-        captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.wait_count(2, "hermes/asr/textCaptured")]
+        payloads = sub.wait_count(2, "hermes/asr/textCaptured")
+        captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in payloads]
         assert [c.text.lower().strip(".") for c in captured] == [
             "they were men having no country to go back to", "turn on the kitchen light"]
+        # both are template sentences (template-aware decoding is on by default with intents)
+        assert [json.loads(p)["fromTemplates"] for p in payloads] == [True, True]
         [raw] = sub.wait_count(1, "hermes/intent/NoCountry")
         human_intent = NluIntent.from_dict(json.loads(raw))
         assert human_intent.session_id == captured[0].session_id

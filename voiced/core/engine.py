@@ -308,7 +308,8 @@ class Core:
         if session is None:
             return
         if ev.type is ListenEventType.PARTIAL and self.config.asr.partials and ev.result is not None:
-            self._emit(PartialTranscript(session, ev.text, ev.result.confidence, ev.end - ev.start))
+            self._emit(PartialTranscript(session, ev.text, ev.result.confidence, ev.end - ev.start,
+                                         ev.result.from_templates))
         elif ev.type is ListenEventType.SPEECH_END:
             self._emit(SpeechEnded(session, ev.end))
             if self.mode is ListenMode.WAKE:
@@ -356,8 +357,10 @@ class Core:
             self._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
             return
         self.counters.add("transcripts")
-        words = tuple(word_timings(ev)) if ev.result is not None and text == ev.text.strip() else None
-        self._emit(Transcript(session, text, confidence, ev.start, ev.end, words))
+        local = ev.result is not None and text == ev.text.strip()  # not the cloud's text
+        words = tuple(word_timings(ev)) if local else None
+        from_templates = local and ev.result is not None and ev.result.from_templates
+        self._emit(Transcript(session, text, confidence, ev.start, ev.end, words, from_templates))
         self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
                                       intent_filter=intent_filter))
 

@@ -112,6 +112,8 @@ class PartialTranscript:
     confidence: float
     seconds: float
     """Audio heard so far in this utterance."""
+    from_templates: bool = False
+    """A template sentence (a transducer's or Whisper's choice at a pause in speech)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class Transcript:
     start: float
     end: float
     words: tuple[Word, ...] | None = None
+    from_templates: bool = False
+    """The text is a template sentence the decoder chose (template-aware decoding), not free text."""
 
 
 @dataclass(frozen=True)

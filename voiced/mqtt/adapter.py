@@ -123,13 +123,14 @@ class HermesAdapter:
             self.client.publish(topics.listening, "ON", retain=True)
             self._publish(hermes.session_started(site, ev.session_id))
         elif isinstance(ev, PartialTranscript):
-            self._publish(hermes.partial_text_captured(ev.text, ev.confidence, ev.seconds, site, ev.session_id))
+            self._publish(hermes.partial_text_captured(ev.text, ev.confidence, ev.seconds, site, ev.session_id,
+                                                       from_templates=ev.from_templates))
         elif isinstance(ev, SpeechEnded):
             self.client.publish(topics.listening, "OFF", retain=True)
         elif isinstance(ev, Transcript):
             tokens = _asr_tokens(ev.words)
             self._publish(hermes.text_captured(ev.text, ev.confidence, ev.end - ev.start, site, ev.session_id,
-                                               tokens=tokens))
+                                               tokens=tokens, from_templates=ev.from_templates))
             state, attributes = transcript_state(ev.text, {"siteId": site, "sessionId": ev.session_id,
                                                            "start": ev.start, "end": ev.end})
             self.client.publish(topics.transcript, state, retain=True)

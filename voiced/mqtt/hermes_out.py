@@ -104,8 +104,11 @@ def text_captured(
     wakeword_id: str | None = None,
     tokens: Sequence[AsrToken] | None = None,
     lang: str | None = None,
+    from_templates: bool = False,
 ) -> HermesMessage:
-    """``hermes/asr/textCaptured``: a final transcript. ``tokens`` default to the words of ``text``."""
+    """``hermes/asr/textCaptured``: a final transcript. ``tokens`` default to the words of ``text``.
+    ``fromTemplates`` (voiced's, beside Hermes' fields: readers ignore keys they do not know): the
+    text is a template sentence chosen by template-aware decoding."""
     payload = {
         "text": text,
         "likelihood": _num(likelihood),
@@ -115,6 +118,7 @@ def text_captured(
         "wakewordId": wakeword_id,
         "asrTokens": _hypotheses(tokens, text, likelihood),
         "lang": lang,
+        "fromTemplates": from_templates,
     }
     return HermesMessage(Topic.TEXT_CAPTURED, payload)
 
@@ -128,9 +132,10 @@ def partial_text_captured(
     wakeword_id: str | None = None,
     tokens: Sequence[AsrToken] | None = None,
     lang: str | None = None,
+    from_templates: bool = False,
 ) -> HermesMessage:
     """``hermes/asr/partialTextCaptured``: the transcript so far, with textCaptured's fields."""
-    final = text_captured(text, likelihood, seconds, site_id, session_id, wakeword_id, tokens, lang)
+    final = text_captured(text, likelihood, seconds, site_id, session_id, wakeword_id, tokens, lang, from_templates)
     return HermesMessage(Topic.PARTIAL_TEXT_CAPTURED, final.payload)
 
 
