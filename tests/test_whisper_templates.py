@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.whisper_fixtures import spoken_commands
@@ -241,3 +242,16 @@ def test_hopeless_is_validated() -> None:
     with pytest.raises(ConfigError, match="hopeless"):
         TemplateDecoding(hopeless=-1)
     assert TemplateDecoding(hopeless=None).hopeless is None
+
+
+@pytest.mark.shared
+def test_close_talk_commands_are_the_rooms_at_the_same_pace(speech: Path) -> None:
+    """``voiced bench commands --close-talk``: the same sentences at the same pace (the renderer
+    makes the room's draws either way), with no reverberation and no talker behind."""
+    _, commands, room = spoken_commands(speech, 120, seed=1, first=4)
+    _, same, dry = spoken_commands(speech, 120, seed=1, first=4, room=False)
+    assert same == commands
+    for in_room, close in zip(room, dry):
+        assert len(close) == len(in_room)  # the same pace, and room for the same reverberation tail
+        # the room's tail (reverberation, the talker behind) is there; close to the microphone, silence
+        assert np.abs(in_room[-7000:-4000]).max() > 1e-3 and not close[-7000:].any() and not close[:4000].any()

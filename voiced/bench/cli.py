@@ -104,6 +104,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--dereverb", action="store_true", help="dereverberate the audio before decoding ([asr]"
                    " whisper_dereverb = true; off by default, as in the daemon); the other side of the switch is"
                    " measured beside it either way")
+    b.add_argument("--close-talk", action="store_true", help="also the same commands at the same pace close to the"
+                   " microphone (no room, no talker behind): what the room costs")
     b.add_argument("--analyze", action="store_true", help="classify the development split's wrong intents: search"
                    " errors (the reference scores better than what the search found) or model/selection errors")
     b.set_defaults(func=_commands)
@@ -279,7 +281,7 @@ def _commands(args: argparse.Namespace) -> int:
 
     return _print(bench_commands(args.asr_model, args.speech, count=args.count, seed=args.seed, ct2_dir=args.ct2_model,
                                  voice=args.voice, hifitts=not args.no_hifitts, analyze=args.analyze,
-                                 prompt=args.prompt, dereverb=args.dereverb))
+                                 prompt=args.prompt, dereverb=args.dereverb, close_talk=args.close_talk))
 
 
 def _intents(args: argparse.Namespace) -> int:

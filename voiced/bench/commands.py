@@ -90,8 +90,10 @@ def room_impulse(rt60: float, rng: np.random.Generator) -> np.ndarray:
     return ir
 
 
-def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
-    """Each command spoken by ``voice`` in a reverberant room with a talker behind (16 kHz float)."""
+def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], seed: int,
+           room: bool = True) -> list[np.ndarray]:
+    """Each command spoken by ``voice`` in a reverberant room with a talker behind (16 kHz float).
+    ``room=False``: the same speech (the same pace) close to the microphone, with neither."""
     import soxr
 
     from voiced.tts import SynthesisOptions
@@ -103,12 +105,16 @@ def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], see
         speech = np.concatenate([c.samples for c in voice.synthesize(command.text, options)]).astype(np.float32) / 32768
         speech = soxr.resample(speech, voice.sample_rate, 16000).astype(np.float32)
         ir = room_impulse(rng.uniform(0.2, 0.6), rng)
-        wet = np.convolve(speech, ir)[:len(speech) + 8000]
-        wet *= np.sqrt(np.mean(speech ** 2) / max(np.mean(wet ** 2), 1e-12))
+        length = min(len(speech) + len(ir) - 1, len(speech) + 8000)  # with the reverberation's tail
         other = babble[int(rng.integers(len(babble)))]
-        start = int(rng.integers(max(1, len(other) - len(wet))))
-        noise = np.resize(other[start:], len(wet))
+        start = int(rng.integers(max(1, len(other) - length)))
         snr_db = rng.uniform(12, 25)
+        if not room:  # the same draws were made, so each command's pace is the room's
+            out.append(np.pad(speech, (4000, length - len(speech) + 4000)).astype(np.float32))
+            continue
+        wet = np.convolve(speech, ir)[:length]
+        wet *= np.sqrt(np.mean(speech ** 2) / max(np.mean(wet ** 2), 1e-12))
+        noise = np.resize(other[start:], len(wet))
         noise *= np.sqrt(np.mean(wet ** 2) / max(np.mean(noise ** 2), 1e-12)) / 10 ** (snr_db / 20)
         mix = np.concatenate([np.zeros(4000, np.float32), wet + noise, np.zeros(4000, np.float32)])
         out.append((mix / max(1.0, np.abs(mix).max())).astype(np.float32))
@@ -129,16 +135,17 @@ def hifitts_files(speech: Path) -> list[Path]:
 
 
 def spoken_commands(recognizer, speech: Path, voice: Path, count: int, seed: int,
-                    first: int | None = None) -> tuple[list[Command], list[np.ndarray]]:
+                    first: int | None = None, room: bool = True) -> tuple[list[Command], list[np.ndarray]]:
     """The bench's ``count`` commands (``seed``) spoken by ``voice`` in the room, the talker behind
     from the first 20 hifitts files of ``speech``. ``first``: only the first ones rendered (the
-    renderer draws per command in order, so they are the whole set's)."""
+    renderer draws per command in order, so they are the whole set's). ``room=False``: the same
+    speech close to the microphone."""
     from voiced.audio.wav import read_wav
     from voiced.tts import PiperVoice
 
     commands = make_commands(recognizer, count, seed)[:first]
     babble = [read_wav(f)[0][:, 0] for f in hifitts_files(speech)[:20]]
-    return commands, render(commands, PiperVoice.load(voice), babble, seed)
+    return commands, render(commands, PiperVoice.load(voice), babble, seed, room)
 
 
 def _progress(message: str, n: int = 0, total: int = 0) -> None:
@@ -158,7 +165,7 @@ def joe_voice() -> Path | None:
 
 def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 1, ct2_dir: Path | None = None,
                    voice: Path | None = None, hifitts: bool = True, analyze: bool = False,
-                   prompt: bool = False, dereverb: bool = False) -> dict[str, object]:
+                   prompt: bool = False, dereverb: bool = False, close_talk: bool = False) -> dict[str, object]:
     """Word errors and intent accuracy on the made command set (and WER on hifitts), side by side.
 
     ``prompt``: the names and areas as Whisper's previous-text prompt (``[asr]
@@ -168,6 +175,9 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     ``dereverb``: remove late reverberation before decoding (``[asr] whisper_dereverb``, off by
     default in the daemon as here); free and template-aware decoding of the other side of the
     switch are measured beside it either way.
+
+    ``close_talk``: also the same commands (same pace) close to the microphone, without the room and
+    the talker behind (``close_talk``: free, template-aware and faster-whisper): what the room costs.
 
     ``analyze``: also classify the development split's wrong intents (search or model errors, see
     ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""
@@ -294,6 +304,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         fw_wer = report["test"]["faster_whisper_int8"]["wer_percent"]
         report["test"]["template_wer_over_faster_whisper"] = round(
             report["test"]["template_aware"]["wer_percent"] / max(fw_wer, 1e-9), 3)
+    if close_talk:
+        report["close_talk"] = _close_talk(whisper, recognizer, speech, voice, count, seed, margin, ct2_dir)
     if hifitts:
         hifi_refs = transcripts_of(hifi_files)
         pairs_plain, pairs_free, pairs_templ, pairs_dev, chosen, chosen_dev = [], [], [], [], 0, 0
@@ -333,3 +345,28 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
                              f"wer_template_aware_{switched}_percent": round(wer(pairs_other_templ), 2),
                              f"changed_by_templates_{switched}": int(chosen_other)}
     return report
+
+
+def _close_talk(whisper, recognizer, speech: Path, voice: Path, count: int, seed: int, margin: float,
+                ct2_dir: Path | None) -> dict[str, object]:
+    """The bench's commands at the same pace, close to the microphone: free and template-aware
+    (both splits) and faster-whisper (test split)."""
+    from voiced.bench.whisper import faster_whisper_texts
+
+    commands, audio = spoken_commands(recognizer, speech, voice, count, seed, room=False)
+    choices = []
+    for n, x in enumerate(audio, 1):
+        _progress(f"close-talk commands: {n}/{len(audio)}", n, len(audio))
+        choices.append(whisper.choose(x).with_margin(margin))
+    text = whisper.model.text
+    out: dict[str, object] = {}
+    for split, test in (("dev_split", False), ("test", True)):
+        idx = [i for i, c in enumerate(commands) if c.test is test]
+        refs, wanted = [commands[i].text for i in idx], [(commands[i].intent, commands[i].slots) for i in idx]
+        figures = {"free": _figures(refs, [text(choices[i].free[0]) for i in idx], wanted, recognizer),
+                   "template_aware": _figures(refs, [text(choices[i].tokens) for i in idx], wanted, recognizer)}
+        if test and ct2_dir is not None:
+            figures["faster_whisper_int8"] = _figures(refs, faster_whisper_texts(ct2_dir, [audio[i] for i in idx])[0],
+                                                      wanted, recognizer)
+        out[split] = figures
+    return out
