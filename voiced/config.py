@@ -135,9 +135,10 @@ class AsrSection:
     the development half of ``voiced bench commands``)."""
     template_pause_margin: float = 1.5
     """At a pause in speech (Whisper: ``whisper_decode_at_pause``; transducers: the sentence beam's
-    partial): a transcript that is no command nor the start of one is replaced by the template sentence when it is within this many nats per token
-    (at most ``template_margin``), so a misheard name ("desk clamp") still ends after the matched
-    silence; a hesitation ("turn on the, um") is far further and waits."""
+    partial): a transcript that is no command nor the start of one is replaced by the template
+    sentence when it is within this many nats per token (at most ``template_margin``), so a
+    misheard name ("desk clamp") still ends after the matched silence; a hesitation ("turn on the,
+    um") is far further and waits."""
     whisper_prompt_lists: bool = False
     """Whisper: decode each utterance as if the phrases of your lists (``[intents.lists]`` and list
     files: names, areas) had been said before it (Whisper's previous-text prompt), so a name is

@@ -177,7 +177,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     switch are measured beside it either way.
 
     ``close_talk``: also the same commands (same pace) close to the microphone, without the room and
-    the talker behind (``close_talk``: free, template-aware and faster-whisper): what the room costs.
+    the talker behind (free, template-aware and faster-whisper): what the room costs.
 
     ``analyze``: also classify the development split's wrong intents (search or model errors, see
     ``commands_analysis``); needs the CTranslate2 weights' tokenizer.json."""

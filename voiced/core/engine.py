@@ -357,9 +357,9 @@ class Core:
             self._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
             return
         self.counters.add("transcripts")
-        local = ev.result is not None and text == ev.text.strip()  # not the cloud's text
-        words = tuple(word_timings(ev)) if local else None
-        from_templates = local and ev.result is not None and ev.result.from_templates
+        result = ev.result if text == ev.text.strip() else None  # None: the cloud's text
+        words = tuple(word_timings(ev)) if result is not None else None
+        from_templates = result is not None and result.from_templates
         self._emit(Transcript(session, text, confidence, ev.start, ev.end, words, from_templates))
         self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
                                       intent_filter=intent_filter))
