@@ -56,19 +56,22 @@ def near_miss(rec: Recognizer, samples: np.ndarray) -> tuple[str, str]:
     return free.text, next(t for t in texts if words_of(t) != words_of(free.text))
 
 
-def commands_for(tmp_path: Path, sentence: str) -> IntentRecognizer:
+def commands_for(tmp_path: Path, sentence: str, begun_by: str | None = None) -> IntentRecognizer:
     """Templates that accept ``sentence`` (its first two words as template words, the rest as a
-    list value, beside ordinary names) and the usual light commands."""
+    list value, beside ordinary names) and the usual light commands; ``begun_by``: also
+    "<begun_by> please", a command that text begins."""
     words = words_of(sentence)
+    longer = f', "{{begun}} please"' if begun_by is not None else ""
+    begun = f'\n  begun:\n    values: ["{" ".join(words_of(begun_by))}"]' if begun_by is not None else ""
     (tmp_path / "commands.yaml").write_text(f"""
 language: en
 intents:
   Recovered:
     data:
-      - sentences: ["{' '.join(words[:2])} {{thing}}", "turn on [the] {{thing}}"]
+      - sentences: ["{' '.join(words[:2])} {{thing}}", "turn on [the] {{thing}}"{longer}]
 lists:
   thing:
-    values: ["{' '.join(words[2:])}", "kitchen light", "porch lamp"]
+    values: ["{' '.join(words[2:])}", "kitchen light", "porch lamp"]{begun}
 """)
     return IntentRecognizer.load([tmp_path / "commands.yaml"])
 
@@ -336,21 +339,9 @@ def test_a_pause_after_the_beginning_of_a_command_keeps_the_free_partial(speech:
     command = near_miss(rec, samples)[1]
     space = commands_for(tmp_path, command).sentence_space()
     rec.use_templates(space, TemplateSearch())
-    assert (at_pause().text.strip(), at_pause().from_templates) == (command, True)  # no command begins so
-    words = words_of(command)
-    (tmp_path / "longer.yaml").write_text(f"""
-language: en
-intents:
-  Recovered:
-    data:
-      - sentences: ["{' '.join(words[:2])} {{thing}}", "{{partial}} please"]
-lists:
-  thing:
-    values: ["{' '.join(words[2:])}"]
-  partial:
-    values: ["{' '.join(words_of(partial))}"]
-""")
-    space = IntentRecognizer.load([tmp_path / "longer.yaml"]).sentence_space()
+    result = at_pause()
+    assert (result.text.strip(), result.from_templates) == (command, True)  # no command begins so
+    space = commands_for(tmp_path, command, begun_by=partial).sentence_space()
     assert space.walker(wildcards=False).complete(partial) is Completion.PREFIX
     rec.use_templates(space, TemplateSearch())
     result = at_pause()
