@@ -20,8 +20,10 @@ At the end the best whole sentence (hassil's match confirming the walk's end) is
 against the free result with Whisper's rule (``whisper_templates``): both by acoustic
 log-probability per token, bonuses left out, and the sentence wins unless the free text is more
 probable by more than ``margin`` nats per token. Read speech reaches no whole sentence, or only
-an improbable one, and keeps its transcript. Wildcard slots are not followed (a wildcard would
-let any text through).
+an improbable one, and keeps its transcript. At a pause in speech the recognizer weighs them the
+same way by the tighter ``pause_margin`` (``Recognizer.decode_at_pause``), so intent-aware
+endpointing knows a misheard command while the matched silence runs. Wildcard slots are not
+followed (a wildcard would let any text through).
 """
 
 from __future__ import annotations
