@@ -174,6 +174,12 @@ class SentenceSpace:
         """How far ``text`` (a transcript) gets through the template sentences."""
         return self.walker().complete(text)
 
+    def only_begun(self, text: str) -> bool:
+        """Does ``text`` begin a template sentence without being one, through template words, list
+        values and numbers (wildcards not counted)? At a pause such a transcript is kept as heard:
+        the speaker may go on."""
+        return self.walker(wildcards=False).complete(text) is Completion.PREFIX
+
     def walker(self, wildcards: bool = True) -> SpaceWalker:
         """Per-stream state: remembers the walk of the previous text, so a growing partial
         transcript costs only its new words. ``wildcards=False``: sentences are followed only

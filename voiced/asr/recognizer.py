@@ -35,7 +35,6 @@ from voiced.asr.search import (
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
-from voiced.sentencespace import Completion
 
 if TYPE_CHECKING:
     from voiced.sentencespace import SentenceSpace
@@ -199,7 +198,7 @@ class Recognizer:
             return
         context = state.sentences.context  # the stream's own (templates change from its next reset on)
         free = self.search.best(state)
-        if context.space.walker(wildcards=False).complete(self.model.tokens.text(free.tokens)) is Completion.PREFIX:
+        if context.space.only_begun(self.model.tokens.text(free.tokens)):
             return  # a command may be under way: the speaker may go on after the pause
         margin = min(context.settings.margin, context.settings.pause_margin)
         choice = state.sentences.choose(free, free.score - free.bonus).with_margin(margin)

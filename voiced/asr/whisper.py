@@ -35,7 +35,7 @@ from voiced.audio.dereverb import DereverbConfig, dereverberate
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.errors import ConfigError
 from voiced.runtime.onnx import SessionOptions
-from voiced.sentencespace import Completion, SentenceSpace
+from voiced.sentencespace import SentenceSpace
 
 __all__ = ["WhisperConfig", "WhisperRecognizer", "WhisperStream", "encoder_input", "log_mel"]
 
@@ -266,7 +266,7 @@ class WhisperRecognizer:
             choice = self._choose(mel)
             return choice.tokens, choice.probs, choice.from_templates
         free, encoded = self._free(mel)
-        if self._commands.walker(wildcards=False).complete(self.model.text(free[0])) is Completion.PREFIX:
+        if self._commands.only_begun(self.model.text(free[0])):
             return free[0], free[1], False  # a command may be under way: the speaker may go on after the pause
         settings = self._template_decoding
         # no word-edit alignment at a pause: on development commands it found no sentence the search
