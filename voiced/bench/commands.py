@@ -31,7 +31,7 @@ import numpy as np
 
 from voiced.asr.wer import wer
 
-__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render", "room_impulse"]
+__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render", "room_impulse", "speak"]
 
 NAMES = ("kitchen light", "porch light", "living room lamp", "ceiling fan", "garage door", "desk lamp",
          "hallway light", "bedroom heater", "front door", "tv")
@@ -140,12 +140,18 @@ def spoken_commands(recognizer, speech: Path, voice: Path, count: int, seed: int
     from the first 20 hifitts files of ``speech``. ``first``: only the first ones rendered (the
     renderer draws per command in order, so they are the whole set's). ``room=False``: the same
     speech close to the microphone."""
+    commands = make_commands(recognizer, count, seed)[:first]
+    return commands, speak(commands, speech, voice, seed, room)
+
+
+def speak(commands: Sequence[Command], speech: Path, voice: Path, seed: int, room: bool = True) -> list[np.ndarray]:
+    """``commands`` spoken by ``voice`` (``render``), the talker behind from the first 20 hifitts
+    files of ``speech`` (their lengths steer the draws even close to the microphone)."""
     from voiced.audio.wav import read_wav
     from voiced.tts import PiperVoice
 
-    commands = make_commands(recognizer, count, seed)[:first]
     babble = [read_wav(f)[0][:, 0] for f in hifitts_files(speech)[:20]]
-    return commands, render(commands, PiperVoice.load(voice), babble, seed, room)
+    return render(commands, PiperVoice.load(voice), babble, seed, room)
 
 
 def _progress(message: str, n: int = 0, total: int = 0) -> None:
@@ -305,7 +311,8 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
         report["test"]["template_wer_over_faster_whisper"] = round(
             report["test"]["template_aware"]["wer_percent"] / max(fw_wer, 1e-9), 3)
     if close_talk:
-        report["close_talk"] = _close_talk(whisper, recognizer, speech, voice, count, seed, margin, ct2_dir)
+        report["close_talk"] = _close_talk(whisper, recognizer, commands, speak(commands, speech, voice, seed, room=False),
+                                           margin, ct2_dir)
     if hifitts:
         hifi_refs = transcripts_of(hifi_files)
         pairs_plain, pairs_free, pairs_templ, pairs_dev, chosen, chosen_dev = [], [], [], [], 0, 0
@@ -347,13 +354,12 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
     return report
 
 
-def _close_talk(whisper, recognizer, speech: Path, voice: Path, count: int, seed: int, margin: float,
+def _close_talk(whisper, recognizer, commands: Sequence[Command], audio: Sequence[np.ndarray], margin: float,
                 ct2_dir: Path | None) -> dict[str, object]:
-    """The bench's commands at the same pace, close to the microphone: free and template-aware
-    (both splits) and faster-whisper (test split)."""
+    """The bench's commands at the same pace, close to the microphone (``audio``): free and
+    template-aware (both splits) and faster-whisper (test split)."""
     from voiced.bench.whisper import faster_whisper_texts
 
-    commands, audio = spoken_commands(recognizer, speech, voice, count, seed, room=False)
     choices = []
     for n, x in enumerate(audio, 1):
         _progress(f"close-talk commands: {n}/{len(audio)}", n, len(audio))
