@@ -15,16 +15,15 @@ import pytest
 
 from tests.modelgen.transducer import make_transducer
 from tests.reference import sherpa_modified_beam
+from tests.test_early_end import final_events
 from tests.test_asr import read_wav
 from voiced.asr.recognizer import RecognitionResult, Recognizer, RecognizerConfig
 from voiced.asr.search import SearchMethod
 from voiced.asr.sentence_context import TemplateSearch
-from voiced.audio.frames import Windower
 from voiced.errors import ConfigError
 from voiced.intents import IntentRecognizer
-from voiced.listener import ListenEvent, Listener, ListenEventType
 from voiced.sentencespace import Completion, words_of
-from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
+from voiced.vad import SileroVad
 
 COMMANDS = ["hifitts_6097_5min/audio/roots_19_morris_0269.wav",
             "hifitts_6097_5min/audio/presentpictureofnsw_02_mann_0532.wav"]
@@ -243,17 +242,6 @@ READ = "hifitts_6097_5min/audio/astralplane_03_leadbeater_0639.wav"
 """A 10 s read sentence: no command."""
 
 
-def _finals(rec: Recognizer, vad: SileroVad, audio: np.ndarray, commands, matched_ms: int,
-            keep_audio: bool = False) -> list[tuple[ListenEvent, float]]:
-    """The final events of a listener over ``audio``, each with the stream seconds between the end
-    of speech and the window that ended the utterance (stream time, not wall-clock)."""
-    endpointer = Endpointer(EndpointConfig(matched_silence_ms=matched_ms),
-                            create_detector(VadKind.SILERO, vad, EnergyGateConfig()))
-    listener = Listener(rec, endpointer, commands=commands, keep_audio=keep_audio)
-    return [(ev, window.end - ev.end) for window in Windower(10).windows([audio])
-            for ev in listener.process(window) if ev.type is ListenEventType.FINAL]
-
-
 @pytest.mark.shared
 def test_a_near_miss_command_ends_at_the_pause_and_read_speech_keeps_its_end(model_dir: Path, speech: Path,
                                                                              models: Path, tmp_path: Path) -> None:
@@ -267,7 +255,7 @@ def test_a_near_miss_command_ends_at_the_pause_and_read_speech_keeps_its_end(mod
     gap = np.zeros(24_000, np.float32)
     spoken = np.concatenate([gap, read_wav(speech / COMMANDS[0]), gap])
     # the command: a sentence the audio of the utterance, as the listener cuts it, nearly supports
-    [(final, _)] = _finals(rec, vad, spoken, None, 700, keep_audio=True)
+    [(final, _)] = final_events(rec, vad, spoken, None, 700, keep_audio=True)
     assert final.audio is not None
     free_text, command = near_miss(rec, final.audio)
     assert free_text == final.text
@@ -276,11 +264,11 @@ def test_a_near_miss_command_ends_at_the_pause_and_read_speech_keeps_its_end(mod
     assert space.walker(wildcards=False).complete(free_text) is Completion.NONE  # the case at hand
     audio = np.concatenate([spoken, read_wav(speech / READ), gap])
 
-    free_only = _finals(rec, vad, audio, space, matched_ms=250)  # templates only in the endpointer
+    free_only = final_events(rec, vad, audio, space, matched_ms=250)  # templates only in the endpointer
     assert [ev.text for ev, _ in free_only][0] == free_text and free_only[0][1] > 0.69
     rec.use_templates(space, TemplateSearch())
-    early = _finals(rec, vad, audio, space, matched_ms=250)
-    late = _finals(rec, vad, audio, space, matched_ms=700)  # 700 = min_silence_ms: off
+    early = final_events(rec, vad, audio, space, matched_ms=250)
+    late = final_events(rec, vad, audio, space, matched_ms=700)  # 700 = min_silence_ms: off
     texts = [(ev.text.strip(), ev.result.from_templates) for ev, _ in early]  # type: ignore[union-attr]
     assert texts == [(ev.text.strip(), ev.result.from_templates) for ev, _ in late]  # type: ignore[union-attr]
     assert texts[0] == (command, True) and not texts[1][1]

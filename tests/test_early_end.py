@@ -19,7 +19,7 @@ from voiced.asr.loader import load_recognizer
 from voiced.audio.frames import Windower
 from voiced.audio.wav import read_wav
 from voiced.intents import IntentRecognizer
-from voiced.listener import Listener, ListenEventType
+from voiced.listener import ListenEvent, Listener, ListenEventType
 from voiced.sentencespace import Completion, words_of
 from voiced.vad import EndpointConfig, Endpointer, EnergyGateConfig, SileroVad, VadKind, create_detector
 
@@ -48,14 +48,19 @@ def _intent(intents: IntentRecognizer, text: str) -> tuple[str, dict] | None:
     return None if intent is None else (intent.name, intent.slot_values)
 
 
+def final_events(recognizer, silero, audio: np.ndarray, commands, matched_ms: int,
+                 keep_audio: bool = False) -> list[tuple[ListenEvent, float]]:
+    """The final events of a listener over ``audio``, each with the stream seconds between the end
+    of speech and the window that ended the utterance (stream time, not wall-clock)."""
+    endpointer = Endpointer(EndpointConfig(matched_silence_ms=matched_ms), create_detector(VadKind.SILERO, silero, EnergyGateConfig()))
+    listener = Listener(recognizer, endpointer, commands=commands, keep_audio=keep_audio)
+    return [(ev, window.end - ev.end) for window in Windower(10).windows([audio])
+            for ev in listener.process(window) if ev.type is ListenEventType.FINAL]
+
+
 def _finals(audio: np.ndarray, recognizer, silero, commands, matched_ms: int) -> list[tuple[str, float]]:
     """(text, stream seconds between the end of speech and the window that ended the utterance)."""
-    endpointer = Endpointer(EndpointConfig(matched_silence_ms=matched_ms), create_detector(VadKind.SILERO, silero, EnergyGateConfig()))
-    listener = Listener(recognizer, endpointer, commands=commands)
-    out = []
-    for window in Windower(10).windows([audio]):
-        out += [(ev.text, window.end - ev.end) for ev in listener.process(window) if ev.type is ListenEventType.FINAL]
-    return out
+    return [(ev.text, after) for ev, after in final_events(recognizer, silero, audio, commands, matched_ms)]
 
 
 @pytest.mark.shared
