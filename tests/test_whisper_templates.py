@@ -20,6 +20,7 @@ from voiced.audio.dereverb import DereverbConfig
 from voiced.audio.wav import read_wav
 from voiced.config import Config
 from voiced.errors import ConfigError
+from voiced.sentencespace import words_of
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +256,33 @@ def test_close_talk_commands_are_the_rooms_at_the_same_pace(speech: Path) -> Non
         assert len(close) == len(in_room)  # the same pace, and room for the same reverberation tail
         # the room's tail (reverberation, the talker behind) is there; close to the microphone, silence
         assert np.abs(in_room[-7000:-4000]).max() > 1e-3 and not close[-7000:].any() and not close[:4000].any()
+
+
+OFFICE_CLIP = ("openwakeword_clips", "turn_on_the_office_lights_test_clip.wav")
+"""A real human talking about smart bulbs for 30 s ("... if we turn that off, does it work with
+Google Home?"), then saying "turn on the office lights": the only real spoken command ../shared holds."""
+
+
+@pytest.mark.shared
+def test_a_real_human_command_gets_its_intent_and_the_talk_about_lights_stays_free(
+        whisper_int8_dir: Path, speech: Path, models: Path) -> None:
+    """Through the listener (Silero, the daemon's endpointing) with Home Assistant's built-in
+    sentences: talk full of light words is not forced into a command, the command is one."""
+    from tests.test_early_end import final_events
+    from voiced.asr.loader import load_recognizer
+    from voiced.bench.commands import _intents, _key
+    from voiced.vad import SileroVad
+
+    intents = _intents()  # Home Assistant's built-in English sentences, an "office" among the areas
+    recognizer = load_recognizer(whisper_int8_dir)
+    recognizer.use_templates(intents.sentence_space(), TemplateDecoding())
+    silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
+    audio = read_wav(speech.joinpath(*OFFICE_CLIP))[0][:, 0]
+
+    finals = [ev for ev, _ in final_events(recognizer, silero, audio, intents.sentence_space(), matched_ms=250)]
+    assert len(finals) == 4, [ev.text for ev in finals]
+    assert [_key(intents.recognize(ev.text)) for ev in finals] == [
+        None, None, None, ("HassTurnOn", (("area", "office"), ("domain", "light")))]
+    # the talk kept Whisper's free transcripts (the constrained sentences lost the choice)
+    assert [ev.result.from_templates for ev in finals] == [False, False, False, True]
+    assert "google home" in " ".join(words_of(finals[2].text))
