@@ -112,11 +112,16 @@ def _pcm(samples: np.ndarray) -> bytes:
     return np.clip(np.round(samples * 32768), -32768, 32767).astype("<i2").tobytes()  # the WAV reader's inverse
 
 
-async def _stream_audio(client: AsyncTcpClient, pcm: bytes, rate: int, width: int = 2, channels: int = 1) -> None:
+async def _stream_audio(client: AsyncTcpClient, pcm: bytes, rate: int, width: int = 2, channels: int = 1,
+                        speed: float | None = None) -> None:
+    """``pcm`` in CHUNK_S chunks, at once or, with ``speed``, that many times faster than real time
+    (as a microphone would send it: a server batches the chunks that come while it is busy)."""
     step = int(rate * CHUNK_S) * width * channels
     await client.write_event(AudioStart(rate=rate, width=width, channels=channels).event())
     for i in range(0, len(pcm), step):
         await client.write_event(AudioChunk(rate=rate, width=width, channels=channels, audio=pcm[i:i + step]).event())
+        if speed is not None:
+            await asyncio.sleep(CHUNK_S / speed)
     await client.write_event(AudioStop().event())
 
 

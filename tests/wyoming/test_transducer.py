@@ -35,7 +35,9 @@ def test_a_streaming_transducer_sends_its_partials_as_transcript_chunks(tmp_path
     async def go() -> list:
         client = AsyncClient.from_uri(f"tcp://127.0.0.1:{port}")
         await client.connect()
-        await _stream_audio(client, _pcm(samples[:, 0]), rate)
+        # at twice real time: sent all at once, a busy machine (CI runs two test processes) may batch
+        # the whole file behind audio-stop, which rightly sends no partials
+        await _stream_audio(client, _pcm(samples[:, 0]), rate, speed=2.0)
         events = []
         while not events or events[-1].type != "transcript-stop":
             events.append(await client.read_event())
