@@ -33,6 +33,10 @@ KEY = "recordings"
 
 @dataclass(frozen=True)
 class Recording:
+    """One line of a listing."""
+
+    name: str
+    """As the listing names it (relative to the folder)."""
     path: Path
     text: str
     """The reference transcript."""
@@ -61,7 +65,7 @@ def read_recordings(folder: Path) -> list[Recording]:
         path = listing.parent / cols[file_col]
         if not path.is_file():
             raise ConfigError(KEY, f"line {n}: {path} does not exist", str(listing))
-        out.append(Recording(path, cols[text_col].strip()))
+        out.append(Recording(cols[file_col], path, cols[text_col].strip()))
     if not out:
         raise ConfigError(KEY, "lists no recording", str(listing))
     return out
@@ -100,6 +104,7 @@ def bench_recordings(model_dir: Path, folder: Path, config: Path | None = None,
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
     from voiced.asr.whisper_templates import TemplateDecoding
     from voiced.bench.commands import _intents, _key, _progress
+    from voiced.audio.frames import SAMPLE_RATE
     from voiced.bench.whisper import default_ct2_dir, faster_whisper_texts
 
     recordings = read_recordings(folder)
@@ -133,10 +138,10 @@ def bench_recordings(model_dir: Path, folder: Path, config: Path | None = None,
     keys = {side: [_key(recognizer.recognize(t)) for t in texts] for side, texts in sides.items()}
     report: dict[str, object] = {
         "recordings": len(recordings), "in_domain": sum(w is not None for w in wanted),
-        "seconds": round(sum(len(x) for x in audio) / 16000, 1),
+        "seconds": round(sum(len(x) for x in audio) / SAMPLE_RATE, 1),
         **{side: _figures(refs, texts, wanted, keys[side]) for side, texts in sides.items()},
         "cpu_ms_per_recording": cpu,
-        "files": [{"file": str(r.path.relative_to(folder)), "reference": r.text,
+        "files": [{"file": r.name, "reference": r.text,
                    "wanted": None if w is None else [w[0], dict(w[1])],
                    **{side: {"text": sides[side][i], "right": keys[side][i] == w}
                       for side in sides}} for i, (r, w) in enumerate(zip(recordings, wanted))],
