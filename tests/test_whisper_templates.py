@@ -274,12 +274,13 @@ def test_a_real_human_command_gets_its_intent_and_the_talk_about_lights_stays_fr
     from voiced.vad import SileroVad
 
     intents = _intents()  # Home Assistant's built-in English sentences, an "office" among the areas
+    space = intents.sentence_space()
     recognizer = load_recognizer(whisper_int8_dir)
-    recognizer.use_templates(intents.sentence_space(), TemplateDecoding())
+    recognizer.use_templates(space, TemplateDecoding())
     silero = SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx")
     audio = read_wav(speech.joinpath(*OFFICE_CLIP))[0][:, 0]
 
-    finals = [ev for ev, _ in final_events(recognizer, silero, audio, intents.sentence_space(), matched_ms=250)]
+    finals = [ev for ev, _ in final_events(recognizer, silero, audio, space, matched_ms=250)]
     assert len(finals) == 4, [ev.text for ev in finals]
     assert [_key(intents.recognize(ev.text)) for ev in finals] == [
         None, None, None, ("HassTurnOn", (("area", "office"), ("domain", "light")))]
