@@ -1,4 +1,4 @@
-"""Command line: ``voiced run | wyoming | transcribe | listen | say | models | doctor | bench``."""
+"""Command line: ``voiced run | wyoming | transcribe | understand | listen | say | models | doctor | bench``."""
 
 from __future__ import annotations
 
@@ -101,6 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help='one JSON object per line: {"type", "file", "text", "start", "end"}')
     p.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     p.set_defaults(func=cmd_transcribe)
+
+    p = sub.add_parser("understand", help="transcripts and intents of WAV files, as the daemon would give them",
+                       description="What the daemon would make of recordings: each utterance's transcript and intent,"
+                       " with the models, VAD, endpointing and intents (templates, then the local LLM if set) of a"
+                       " voiced config. Offline: no cloud; no wake word (every utterance counts).")
+    p.add_argument("--config", type=Path, required=True, metavar="FILE", help="voiced configuration (TOML)")
+    p.add_argument("--asr-model", type=Path, metavar="DIR", help="instead of the config's [asr] model")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per utterance: {"file", "start", "end", "text", "from_templates",'
+                   ' "intent", "slots", "source"}')
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    p.set_defaults(func=cmd_understand)
 
     p = sub.add_parser("listen", help="live events from an ALSA capture device",
                        description="Listen on an ALSA device and print speech events until interrupted.")
@@ -246,6 +258,25 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         except VoicedError as exc:
             print(f"voiced: {exc}", file=sys.stderr)
             failed += 1
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def cmd_understand(args: argparse.Namespace) -> int:
+    from voiced.config import Config
+    from voiced.understand import Understanding
+
+    understanding = Understanding(Config.from_file(args.config), args.asr_model)
+    failed = 0
+    try:
+        for path in args.files:
+            try:
+                for utterance in understanding.recording(path):
+                    print(json.dumps(utterance.to_dict(), ensure_ascii=False) if args.json else utterance, flush=True)
+            except VoicedError as exc:
+                print(f"voiced: {exc}", file=sys.stderr)
+                failed += 1
+    finally:
+        understanding.close()
     return EXIT_ERROR if failed else EXIT_OK
 
 

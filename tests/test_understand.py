@@ -1,0 +1,78 @@
+"""``voiced understand``: recordings through a config's models, endpointing and intents, as the daemon hears them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_whisper_templates import OFFICE_CLIP
+from voiced.cli import main
+from voiced.config import Config
+from voiced.errors import ConfigError
+from voiced.intents import Intent, Slot, SlotKind
+from voiced.understand import Understanding, Understood
+
+
+def _config(path: Path, model: Path | None, silero: Path) -> Path:
+    asr = f'[asr]\nmodel = "{model}"\n' if model is not None else ""
+    path.write_text(f"""{asr}
+[vad]
+kind = "silero"
+model = "{silero}"
+
+[intents]
+builtin = "home-assistant"
+
+[intents.lists]
+name = ["desk lamp", "ceiling fan"]
+area = ["office", "kitchen", "living room"]
+""", encoding="utf-8")
+    return path
+
+
+@pytest.mark.shared
+def test_a_real_command_among_talk_gets_the_intent_the_daemon_would_publish(
+        whisper_int8_dir: Path, speech: Path, models: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Real human speech, Whisper tiny.en INT8 with the config's Home Assistant sentences and areas:
+    the talk about bulbs keeps its free transcripts and no intent, the command is HassTurnOn."""
+    config = _config(tmp_path / "voiced.toml", whisper_int8_dir, models / "silero_vad_v5" / "silero_vad.onnx")
+    clip, jfk = speech.joinpath(*OFFICE_CLIP), speech / "jfk" / "jfk.wav"
+    missing = tmp_path / "missing.wav"
+
+    code = main(["understand", "--config", str(config), "--json", str(clip), str(missing), str(jfk)])
+
+    out, err = capsys.readouterr()
+    assert code == 1 and str(missing) in err  # the missing file is named, the others still understood
+    lines = [json.loads(line) for line in out.splitlines()]
+    office = [u for u in lines if u["file"] == str(clip)]
+    assert len(office) == 4, [u["text"] for u in office]
+    assert [u["intent"] for u in office] == [None, None, None, "HassTurnOn"]
+    assert office[-1]["slots"] == {"area": "office", "domain": "light"}
+    assert office[-1]["source"] == "template" and office[-1]["start"] > 30
+    assert [u["from_templates"] for u in office] == [False, False, False, True]
+    speech_of_jfk = [u for u in lines if u["file"] == str(jfk)]
+    assert speech_of_jfk and all(u["intent"] is None for u in speech_of_jfk)
+    assert "country" in " ".join(u["text"] for u in speech_of_jfk).lower()
+
+
+def test_a_config_without_a_model_names_the_key_and_the_file(tmp_path: Path) -> None:
+    path = _config(tmp_path / "voiced.toml", None, tmp_path / "silero.onnx")
+    with pytest.raises(ConfigError, match="asr.model") as err:
+        Understanding(Config.from_file(path))
+    assert str(path) in str(err.value)
+
+
+def test_an_utterance_reads_as_text_and_json() -> None:
+    slot = Slot("area", "area", "office", "office", SlotKind.LIST, 12, 18)
+    intent = Intent("HassTurnOn", "turn on the office lights", (slot,), 1.0)
+    said = Understood("a.wav", 1.0, 2.5, "turn on the office lights", True, intent)
+    assert str(said) == "a.wav: [1.00-2.50] turn on the office lights (template sentence) -> HassTurnOn {area: office}"
+    assert said.to_dict() == {"file": "a.wav", "start": 1.0, "end": 2.5, "text": "turn on the office lights",
+                              "from_templates": True, "intent": "HassTurnOn", "slots": {"area": "office"},
+                              "source": "template"}
+    talk = Understood("a.wav", 3.0, 4.0, "hello there", False, None)
+    assert str(talk) == "a.wav: [3.00-4.00] hello there -> no intent"
+    assert talk.to_dict()["intent"] is None and talk.to_dict()["slots"] == {}
