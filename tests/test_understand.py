@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
+from tests.test_cli_listen import REPO
 from tests.test_whisper_templates import OFFICE_CLIP
+from voiced.audio.wav import read_wav
 from voiced.cli import main
 from voiced.config import Config
 from voiced.errors import ConfigError
@@ -76,3 +84,41 @@ def test_an_utterance_reads_as_text_and_json() -> None:
     talk = Understood("a.wav", 3.0, 4.0, "hello there", False, None)
     assert str(talk) == "a.wav: [3.00-4.00] hello there -> no intent"
     assert talk.to_dict()["intent"] is None and talk.to_dict()["slots"] == {}
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_with_no_files_it_listens_to_the_configs_microphone(whisper_int8_dir: Path, speech: Path, models: Path,
+                                                             tmp_path: Path) -> None:
+    """Through real libasound (the ALSA file plugin's infile is the microphone): the spoken command
+    comes out as its intent while the process listens, and SIGTERM ends it cleanly."""
+    audio, rate = read_wav(speech.joinpath(*OFFICE_CLIP))
+    command = audio[int(30.5 * rate):, 0]  # "turn on the office lights", after the talk
+    pcm = (np.clip(command, -1, 1) * 32767).astype(np.int16)
+    # the file plugin keeps returning stale data after its infile ends: pad with real silence
+    infile = tmp_path / "mic.raw"
+    infile.write_bytes(np.concatenate([np.zeros(8000, np.int16), pcm, np.zeros(rate * 20, np.int16)]).tobytes())
+    asound = tmp_path / "asoundrc"
+    asound.write_text(file_pcm("mic", infile))
+    config = _config(tmp_path / "voiced.toml", whisper_int8_dir, models / "silero_vad_v5" / "silero_vad.onnx")
+    config.write_text(f'[audio]\nsource = "alsa:mic"\n\n{config.read_text()}')
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{asound}", HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "understand", "--config", str(config), "--json"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        heard = json.loads(proc.stdout.readline() or "null")  # type: ignore[union-attr]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert heard is not None, err
+    assert (heard["intent"], heard["slots"]) == ("HassTurnOn", {"area": "office", "domain": "light"}), heard
+    assert heard["file"].startswith("alsa:mic") and "listening on alsa:mic" in err
+    assert proc.returncode == 0, err
+
+
+def test_with_no_files_and_no_source_it_says_what_to_give(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before any model is loaded: the config's [audio] source is none (its default)."""
+    config = _config(tmp_path / "voiced.toml", tmp_path / "no-model-here", tmp_path / "silero.onnx")
+    assert main(["understand", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "audio.source" in err and str(config) in err and "give WAV files" in err

@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='one JSON object per utterance: {"file", "start", "end", "text", "from_templates",'
                    ' "intent", "slots", "source"}')
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE.wav",
+                   help="recordings; none: listen to the config's [audio] source until interrupted")
     p.set_defaults(func=cmd_understand)
 
     p = sub.add_parser("listen", help="live events from an ALSA capture device",
@@ -263,15 +264,27 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
 def cmd_understand(args: argparse.Namespace) -> int:
     from voiced.config import Config
-    from voiced.understand import Understanding
+    from voiced.understand import Understanding, live_source
 
-    understanding = Understanding(Config.from_file(args.config), args.asr_model)
+    config = Config.from_file(args.config)
+    stop = threading.Event()
+    source = None if args.files else live_source(config, stop)  # a missing source is said before loading
+    understanding = Understanding(config, args.asr_model)
+
+    def show(utterances) -> None:
+        for utterance in utterances:
+            print(json.dumps(utterance.to_dict(), ensure_ascii=False) if args.json else utterance, flush=True)
+
     failed = 0
     try:
+        if source is not None:
+            signal.signal(signal.SIGINT, lambda *_: stop.set())
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            print(f"listening on {config.audio.source}; speak, Ctrl-C to end", file=sys.stderr, flush=True)
+            show(understanding.utterances(source, source.describe()))
         for path in args.files:
             try:
-                for utterance in understanding.recording(path):
-                    print(json.dumps(utterance.to_dict(), ensure_ascii=False) if args.json else utterance, flush=True)
+                show(understanding.recording(path))
             except VoicedError as exc:
                 print(f"voiced: {exc}", file=sys.stderr)
                 failed += 1

@@ -9,10 +9,12 @@ the config has one. Not here: the cloud (a check of your config stays offline), 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voiced.audio.source import SOURCE_KEY, AudioSource
 from voiced.cloud.config import CloudConfig
 from voiced.config import Config
 from voiced.core.events import CoreEvent, IntentRecognized, Utterance
@@ -24,7 +26,7 @@ from voiced.listener import ListenEventType
 from voiced.runtime.hardware import select_profile
 from voiced.stages import Counters
 
-__all__ = ["Understanding", "Understood"]
+__all__ = ["Understanding", "Understood", "live_source"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,9 @@ class Understood:
     """One utterance of a recording: its transcript and the intent the daemon would publish."""
 
     file: str
+    """The recording (or the audio source) it was heard on."""
     start: float
-    """Seconds into the recording."""
+    """Seconds into the recording (or since listening began)."""
     end: float
     text: str
     from_templates: bool
@@ -57,6 +60,19 @@ class Understood:
         return f"{marked} -> {self.intent.name} {{{slots}}}"
 
 
+def live_source(config: Config, stop: threading.Event) -> AudioSource:
+    """The config's ``[audio] source`` (a microphone) to understand until ``stop`` is set; checked
+    before any model loads."""
+    from voiced.audio.source import NullSource, open_source
+
+    where = str(config.path) if config.path else None
+    source = open_source(config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
+                         stop=stop, config_file=where)
+    if isinstance(source, NullSource):
+        raise ConfigError(SOURCE_KEY, "is none: give WAV files, or a microphone (alsa:DEVICE) to listen to", where)
+    return source
+
+
 class Understanding:
     """The daemon's models and intent stage from ``config``, for recordings instead of a microphone."""
 
@@ -77,13 +93,17 @@ class Understanding:
         """Each utterance of the WAV file ``path`` as it is endpointed, with its intent."""
         from voiced.audio.source import WavSource
 
+        return self.utterances(WavSource(path), str(path))
+
+    def utterances(self, source: AudioSource, name: str) -> Iterator[Understood]:
+        """Each utterance of ``source`` (opened and closed here), as the daemon's listener endpoints it."""
         listener = self.models.new_listener(keep_audio=False)
-        with WavSource(path) as source:
+        with source:
             for ev in listener.events(source.chunks()):
                 text = ev.text.strip()
                 if ev.type is not ListenEventType.FINAL or not text:
                     continue  # as the daemon: an empty transcript asks for no intent
-                yield Understood(str(path), ev.start, ev.end, text,
+                yield Understood(name, ev.start, ev.end, text,
                                  ev.result is not None and ev.result.from_templates, self._intent(text))
 
     def _intent(self, text: str) -> Intent | None:
