@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -105,9 +106,12 @@ def test_with_no_files_it_listens_to_the_configs_microphone(whisper_int8_dir: Pa
     env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{asound}", HOME=str(tmp_path), PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "voiced.cli", "understand", "--config", str(config), "--json"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = threading.Timer(180, proc.terminate)  # heard nothing: end it, readline then sees EOF
+    deadline.start()
     try:
         heard = json.loads(proc.stdout.readline() or "null")  # type: ignore[union-attr]
     finally:
+        deadline.cancel()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert heard is not None, err

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from voiced.audio.source import SOURCE_KEY, AudioSource
+from voiced.audio.source import SOURCE_KEY, AudioSource, NullSource, WavSource, open_source
 from voiced.cloud.config import CloudConfig
 from voiced.config import Config
 from voiced.core.events import CoreEvent, IntentRecognized, Utterance
@@ -63,8 +63,6 @@ class Understood:
 def live_source(config: Config, stop: threading.Event) -> AudioSource:
     """The config's ``[audio] source`` (a microphone) to understand until ``stop`` is set; checked
     before any model loads."""
-    from voiced.audio.source import NullSource, open_source
-
     where = str(config.path) if config.path else None
     source = open_source(config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
                          stop=stop, config_file=where)
@@ -74,7 +72,8 @@ def live_source(config: Config, stop: threading.Event) -> AudioSource:
 
 
 class Understanding:
-    """The daemon's models and intent stage from ``config``, for recordings instead of a microphone."""
+    """The daemon's models, listener and intent stage from ``config``, for recordings or a microphone,
+    with what the daemon would publish printed instead."""
 
     def __init__(self, config: Config, asr_model: Path | None = None) -> None:
         asr = replace(config.asr, model=asr_model) if asr_model is not None else config.asr
@@ -91,8 +90,6 @@ class Understanding:
 
     def recording(self, path: Path) -> Iterator[Understood]:
         """Each utterance of the WAV file ``path`` as it is endpointed, with its intent."""
-        from voiced.audio.source import WavSource
-
         return self.utterances(WavSource(path), str(path))
 
     def utterances(self, source: AudioSource, name: str) -> Iterator[Understood]:
