@@ -68,7 +68,8 @@ def _listing(folder: Path, text: str) -> Path:
 
 
 def test_a_folder_without_a_listing_says_what_the_listing_is(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"recordings in .*: no transcripts.tsv \(a header naming the columns file"):
+    with pytest.raises(ConfigError, match=r"recordings in .*: no transcripts.tsv \(a header naming the columns file"
+                       r".* or manifest.json \(a JSON object a line with audio_filepath and text\)"):
         read_recordings(tmp_path)
 
 
@@ -93,3 +94,42 @@ def test_a_recording_longer_than_whisper_hears_is_refused_by_name(tmp_path: Path
     [recording] = read_recordings(folder)
     with pytest.raises(ConfigError, match=r"long.wav: 31.0 s; a recording is one utterance of at most 30 s"):
         _load(recording.path)
+
+
+def test_a_nemo_manifest_lists_recordings_too(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    (folder / "audio").mkdir(parents=True)
+    write_wav(folder / "audio" / "a.wav", np.zeros(16000, np.int16), 16000)
+    lines = ['{"audio_filepath": "audio/a.wav", "text": "turn on the office lights", "duration": 1.0}', "",
+             '{"audio_filepath": "audio/a.wav", "text": "no mistake can well be made"}']
+    (folder / "manifest.json").write_text("\n".join(lines) + "\n")
+    assert [(r.name, r.path, r.text) for r in read_recordings(folder)] == [
+        ("audio/a.wav", folder / "audio" / "a.wav", "turn on the office lights"),
+        ("audio/a.wav", folder / "audio" / "a.wav", "no mistake can well be made")]
+    _listing(folder, "file\ttext\naudio/a.wav\tpause\n")  # both: transcripts.tsv is the listing
+    assert [r.text for r in read_recordings(folder)] == ["pause"]
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ('{"audio_filepath": "a.wav", "text": "pause"', "line 1: not JSON"),
+    ('{"audio_filepath": "a.wav"}', "line 1: needs the strings audio_filepath and text"),
+    ('["a.wav", "pause"]', "line 1: needs the strings audio_filepath and text"),
+    ('{"audio_filepath": "b.wav", "text": "pause"}', "line 1: .*b.wav does not exist"),
+])
+def test_a_malformed_manifest_names_itself_and_the_line(tmp_path: Path, line: str, problem: str) -> None:
+    write_wav(tmp_path / "a.wav", np.zeros(16000, np.int16), 16000)
+    (tmp_path / "manifest.json").write_text(line + "\n")
+    with pytest.raises(ConfigError, match=f"recordings in .*manifest.json: {problem}"):
+        read_recordings(tmp_path)
+
+
+@pytest.mark.shared
+def test_hifitts_lists_the_same_recordings_either_way(speech: Path, tmp_path: Path) -> None:
+    """The real data set ships both listings: its manifest, read alone, gives what its TSV gives."""
+    hifitts = speech / "hifitts_6097_5min"
+    folder = tmp_path / "hifitts"
+    folder.mkdir()
+    (folder / "manifest.json").write_text((hifitts / "manifest.json").read_text())
+    (folder / "audio").symlink_to(hifitts / "audio")
+    from_manifest = [(r.name, r.text) for r in read_recordings(folder)]
+    assert len(from_manifest) == 116 and from_manifest == [(r.name, r.text) for r in read_recordings(hifitts)]

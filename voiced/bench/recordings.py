@@ -10,8 +10,9 @@ endpointer would cut it (at most Whisper's 30 s window).
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,10 @@ __all__ = ["Recording", "bench_recordings", "read_recordings"]
 TRANSCRIPTS = "transcripts.tsv"
 """The listing in a recordings folder: a header naming the columns ``file`` and ``text`` (others
 are ignored, as in ../shared/speech/hifitts_6097_5min), then one recording a line."""
+MANIFEST = "manifest.json"
+"""The other listing (read when there is no ``transcripts.tsv``): NeMo's manifest, a JSON object a
+line with ``audio_filepath`` (relative to the folder) and ``text`` (others ignored), as speech
+datasets such as Hi-Fi TTS come."""
 MAX_SECONDS = 30.0
 """Whisper hears at most this much audio at once."""
 KEY = "recordings"
@@ -43,32 +48,58 @@ class Recording:
 
 
 def read_recordings(folder: Path) -> list[Recording]:
-    """The recordings ``folder/transcripts.tsv`` lists; a missing or malformed listing or a missing
-    file raises ConfigError naming the listing and its line."""
-    listing = Path(folder) / TRANSCRIPTS
-    if not listing.is_file():
+    """The recordings ``folder/transcripts.tsv`` (or, without it, ``folder/manifest.json``) lists; a
+    missing or malformed listing or a missing file raises ConfigError naming the listing and its line."""
+    folder = Path(folder)
+    if (folder / TRANSCRIPTS).is_file():
+        listing, rows = folder / TRANSCRIPTS, _tsv_rows(folder / TRANSCRIPTS)
+    elif (folder / MANIFEST).is_file():
+        listing, rows = folder / MANIFEST, _manifest_rows(folder / MANIFEST)
+    else:
         raise ConfigError(KEY, f"no {TRANSCRIPTS} (a header naming the columns file and text, then one recording"
-                          " a line, tab-separated)", str(folder))
+                          f" a line, tab-separated) or {MANIFEST} (a JSON object a line with audio_filepath and"
+                          " text)", str(folder))
+    out = []
+    for n, name, text in rows:
+        path = listing.parent / name
+        if not path.is_file():
+            raise ConfigError(KEY, f"line {n}: {path} does not exist", str(listing))
+        out.append(Recording(name, path, text.strip()))
+    if not out:
+        raise ConfigError(KEY, "lists no recording", str(listing))
+    return out
+
+
+def _tsv_rows(listing: Path) -> Iterator[tuple[int, str, str]]:
+    """(line number, file, text) of a tab-separated listing with a header."""
     lines = listing.read_text(encoding="utf-8").splitlines()
     header = lines[0].split("\t") if lines else []
     if "file" not in header or "text" not in header:
         raise ConfigError(KEY, f"the first line must name the columns file and text (tab-separated), got {header!r}",
                           str(listing))
     file_col, text_col = header.index("file"), header.index("text")
-    out = []
     for n, line in enumerate(lines[1:], 2):
         if not line.strip():
             continue
         cols = line.split("\t")
         if len(cols) <= max(file_col, text_col):
             raise ConfigError(KEY, f"line {n}: {len(cols)} columns, the header names {len(header)}", str(listing))
-        path = listing.parent / cols[file_col]
-        if not path.is_file():
-            raise ConfigError(KEY, f"line {n}: {path} does not exist", str(listing))
-        out.append(Recording(cols[file_col], path, cols[text_col].strip()))
-    if not out:
-        raise ConfigError(KEY, "lists no recording", str(listing))
-    return out
+        yield n, cols[file_col], cols[text_col]
+
+
+def _manifest_rows(listing: Path) -> Iterator[tuple[int, str, str]]:
+    """(line number, file, text) of a NeMo-style manifest: one JSON object a line."""
+    for n, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(KEY, f"line {n}: not JSON ({exc.msg})", str(listing)) from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("audio_filepath"), str) \
+                or not isinstance(entry.get("text"), str):
+            raise ConfigError(KEY, f"line {n}: needs the strings audio_filepath and text", str(listing))
+        yield n, entry["audio_filepath"], entry["text"]
 
 
 def _load(path: Path) -> np.ndarray:
