@@ -117,7 +117,8 @@ def add_bench_parser(sub: Any) -> None:
                         " right intents (the intent of each reference transcript; recordings whose reference is no"
                         " command count intents given to them as false ones) and CPU per recording.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a Whisper directory (INT8 preferred)")
-    b.add_argument("--recordings", type=Path, required=True, metavar="DIR", help="WAV files and their listing: transcripts.tsv (columns file, text) or manifest.json (NeMo)")
+    b.add_argument("--recordings", type=Path, required=True, metavar="DIR",
+                   help="WAV files and their listing: transcripts.tsv (columns file, text) or manifest.json (NeMo)")
     b.add_argument("--config", type=Path, metavar="FILE", help="a voiced config whose [intents] (templates, built-in"
                    " set, lists of names and areas) the commands were spoken for (default: Home Assistant's built-in"
                    " English sentences with voiced bench commands' names and areas)")
