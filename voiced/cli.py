@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from voiced import __version__
@@ -249,17 +249,32 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from voiced.listener import Listener
 
     recognizer = _recognizer(args)
+
+    def transcribe(path: Path) -> None:
+        listener = Listener(recognizer, _endpointer(args), args.window_frames)
+        with WavSource(path) as source:
+            for ev in listener.events(source.chunks()):
+                _print_event(ev, args.json, file=str(path))
+
+    return _each_file(args.files, transcribe)
+
+
+def _each_file(paths: Sequence[Path], work: Callable[[Path], None]) -> int:
+    """``work`` on each file; a file that fails is named on stderr and the others still done."""
     failed = 0
-    for path in args.files:
+    for path in paths:
         try:
-            listener = Listener(recognizer, _endpointer(args), args.window_frames)
-            with WavSource(path) as source:
-                for ev in listener.events(source.chunks()):
-                    _print_event(ev, args.json, file=str(path))
+            work(path)
         except VoicedError as exc:
             print(f"voiced: {exc}", file=sys.stderr)
             failed += 1
     return EXIT_ERROR if failed else EXIT_OK
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """SIGINT and SIGTERM end a live command cleanly: its source stops, then it returns."""
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
 
 def cmd_understand(args: argparse.Namespace) -> int:
@@ -275,22 +290,14 @@ def cmd_understand(args: argparse.Namespace) -> int:
         for utterance in utterances:
             print(json.dumps(utterance.to_dict(), ensure_ascii=False) if args.json else utterance, flush=True)
 
-    failed = 0
     try:
         if source is not None:
-            signal.signal(signal.SIGINT, lambda *_: stop.set())
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            _stop_on_signals(stop)
             print(f"listening on {config.audio.source}; speak, Ctrl-C to end", file=sys.stderr, flush=True)
             show(understanding.utterances(source, source.describe()))
-        for path in args.files:
-            try:
-                show(understanding.recording(path))
-            except VoicedError as exc:
-                print(f"voiced: {exc}", file=sys.stderr)
-                failed += 1
+        return _each_file(args.files, lambda path: show(understanding.recording(path)))
     finally:
         understanding.close()
-    return EXIT_ERROR if failed else EXIT_OK
 
 
 def cmd_listen(args: argparse.Namespace) -> int:
@@ -299,8 +306,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
     recognizer = _recognizer(args) if args.asr_model else None
     stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _stop_on_signals(stop)
     listener = Listener(recognizer, _endpointer(args), args.window_frames)
     source = AlsaSource(AlsaCaptureConfig(device=args.device, channel=args.channel), stop=stop)
     log.info("listening on %s", args.device)

@@ -113,7 +113,8 @@ def add_bench_parser(sub: Any) -> None:
     b = bsub.add_parser("recordings", help="your recordings of commands: free vs template-aware Whisper vs"
                         " faster-whisper", description="Decodes each recording of DIR (one utterance each, at most"
                         " 30 s; DIR/transcripts.tsv: a header naming the columns file and text, then one recording a"
-                        " line) free and template-aware as the daemon does, and with faster-whisper, and prints WER,"
+                        " line, or else DIR/manifest.json, NeMo's: a JSON object a line with audio_filepath and text)"
+                        " free and template-aware as the daemon does, and with faster-whisper, and prints WER,"
                         " right intents (the intent of each reference transcript; recordings whose reference is no"
                         " command count intents given to them as false ones) and CPU per recording.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a Whisper directory (INT8 preferred)")
