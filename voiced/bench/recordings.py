@@ -143,7 +143,7 @@ def bench_recordings(model_dir: Path, folder: Path, config: Path | None = None,
         from voiced.config import Config
         from voiced.intents import IntentRecognizer
 
-        recognizer = IntentRecognizer.from_section(Config.from_file(config).intents)
+        recognizer = IntentRecognizer.from_section(Config.from_file(config).intents, str(config))
     else:
         recognizer = _intents()
     audio = [_load(r.path) for r in recordings]
