@@ -110,6 +110,18 @@ def test_a_nemo_manifest_lists_recordings_too(tmp_path: Path) -> None:
     assert [r.text for r in read_recordings(folder)] == ["pause"]
 
 
+def test_listings_saved_by_a_spreadsheet_are_read(tmp_path: Path) -> None:
+    """A byte-order mark and CRLF line ends, as spreadsheets save UTF-8 text, in either listing."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_wav(folder / "a.wav", np.zeros(16000, np.int16), 16000)
+    (folder / "transcripts.tsv").write_bytes(b"\xef\xbb\xbffile\ttext\r\na.wav\tturn on the office lights\r\n")
+    assert [(r.name, r.text) for r in read_recordings(folder)] == [("a.wav", "turn on the office lights")]
+    (folder / "transcripts.tsv").unlink()
+    (folder / "manifest.json").write_bytes(b'\xef\xbb\xbf{"audio_filepath": "a.wav", "text": "pause"}\r\n')
+    assert [(r.name, r.text) for r in read_recordings(folder)] == [("a.wav", "pause")]
+
+
 @pytest.mark.parametrize(("line", "problem"), [
     ('{"audio_filepath": "a.wav", "text": "pause"', "line 1: not JSON"),
     ('{"audio_filepath": "a.wav"}', "line 1: needs the strings audio_filepath and text"),

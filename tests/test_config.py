@@ -89,6 +89,16 @@ def test_mqtt_files_are_relative_to_the_config_file(tmp_path: Path, monkeypatch)
     assert c.mqtt.read_password() == "hunter2"
 
 
+def test_files_saved_with_a_byte_order_mark_read_as_without(tmp_path: Path) -> None:
+    """Windows editors write a UTF-8 byte-order mark; it is neither TOML nor part of a password."""
+    (tmp_path / "secret").write_bytes(b"\xef\xbb\xbfhunter2\r\n")
+    path = tmp_path / "voiced.toml"
+    path.write_bytes(b"\xef\xbb\xbf[mqtt]\r\nusername = 'u'\r\npassword_file = 'secret'\r\n")
+    c = Config.from_file(path)
+    assert c.mqtt.username == "u"
+    assert c.mqtt.read_password() == "hunter2"
+
+
 def test_backoff_errors_name_the_nested_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         Config.from_file(write(tmp_path, "[mqtt.backoff]\ninitial = 5.0\nmaximum = 1.0\n"))

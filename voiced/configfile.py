@@ -28,7 +28,8 @@ T = TypeVar("T")
 def read_toml(path: Path, key: str) -> dict[str, Any]:
     """Parse TOML file ``path``; every failure is a ConfigError naming ``key`` and the file."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the TOML
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(key, "file not found", str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -89,6 +89,14 @@ def test_refused_key_is_down_and_the_key_is_sent(servers: list, tmp_path: Path) 
     assert result.error is not None and result.error.kind is CloudErrorKind.AUTH
 
 
+def test_a_key_file_saved_with_a_byte_order_mark_sends_the_key_alone(servers: list, tmp_path: Path) -> None:
+    fake = FakeCloud(key=KEY).start()
+    servers.append(fake)
+    (tmp_path / "key").write_bytes(b"\xef\xbb\xbf" + KEY.encode() + b"\r\n")  # as Notepad may save it
+    assert prober(fake.url, api_key_file=tmp_path / "key").check().up
+    assert fake.seen[-1].authorization == f"Bearer {KEY}"
+
+
 def test_server_without_the_probe_path_is_still_reachable(fake: FakeCloud) -> None:
     assert prober(fake.url, probe_path="/nothing-here").check().http_status == 404
     assert prober(fake.url, probe_path="/nothing-here").check().up

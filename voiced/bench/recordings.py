@@ -72,7 +72,8 @@ def read_recordings(folder: Path) -> list[Recording]:
 
 def _tsv_rows(listing: Path) -> Iterator[tuple[int, str, str]]:
     """(line number, file, text) of a tab-separated listing with a header."""
-    lines = listing.read_text(encoding="utf-8").splitlines()
+    # utf-8-sig: spreadsheets save a byte-order mark, which is not part of the first column's name
+    lines = listing.read_text(encoding="utf-8-sig").splitlines()
     header = lines[0].split("\t") if lines else []
     if "file" not in header or "text" not in header:
         raise ConfigError(KEY, f"the first line must name the columns file and text (tab-separated), got {header!r}",
@@ -89,7 +90,7 @@ def _tsv_rows(listing: Path) -> Iterator[tuple[int, str, str]]:
 
 def _manifest_rows(listing: Path) -> Iterator[tuple[int, str, str]]:
     """(line number, file, text) of a NeMo-style manifest: one JSON object a line."""
-    for n, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(listing.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -113,7 +113,7 @@ class CloudAccess:
         if path is None:
             return None
         try:
-            key = path.read_text(encoding="utf-8").strip()
+            key = path.read_text(encoding="utf-8-sig").strip()  # -sig: an editor's byte-order mark is no part of it
         except FileNotFoundError:
             raise CloudError(CloudErrorKind.DISABLED, f"cloud.api_key_file {path} does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:

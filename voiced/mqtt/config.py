@@ -76,10 +76,11 @@ class MqttConfig:
         return self.client_id or f"voiced-{socket.gethostname()}"
 
     def read_password(self) -> str | None:
-        """The password from ``password_file`` (one trailing newline removed), or None."""
+        """The password from ``password_file`` (one trailing newline and a byte-order mark removed: what
+        editors add is not part of the password), or None."""
         if self.password_file is None:
             return None
         try:
-            return Path(self.password_file).read_text(encoding="utf-8").removesuffix("\n")
+            return Path(self.password_file).read_text(encoding="utf-8-sig").removesuffix("\n")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError("mqtt.password_file", f"cannot read {self.password_file}: {exc}") from None
