@@ -18,14 +18,26 @@ written as templates beyond a bound — may always take one more word, so the wa
 from __future__ import annotations
 
 import copy
-import functools
 import re
-import string
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
+
+from voiced.sentenceslots import (
+    NUMBER,
+    NUMBER_WORDS,
+    OPEN,
+    Slot,
+    Trie,
+    fits,
+    glued_slot,
+    lists_by_slot,
+    slot_takes,
+    values_trie,
+    words_of,
+)
 
 if TYPE_CHECKING:
     from hassil import Intents
@@ -35,7 +47,6 @@ __all__ = ["Completion", "Following", "SentenceSpace", "SpaceWalker", "words_of"
 _EPS = "<eps>"
 _SKIP = "<skip>"
 _PLACEHOLDER = re.compile(r"^\{([^{}]+)\}$")
-_STRIP = string.punctuation.replace("'", "").replace("%", "")
 
 
 class Completion(Enum):
@@ -49,62 +60,12 @@ class Completion(Enum):
     """The text is a whole sentence and no longer sentence starts with it."""
 
 
-def words_of(text: str) -> list[str]:
-    """Lower-case words without the punctuation recognizers add (apostrophes and % stay)."""
-    return [w for w in (t.strip(_STRIP) for t in text.lower().split()) if w]
-
-
-@dataclass(eq=False)  # hashed by identity: walk positions hold nodes
-class _Trie:
-    children: dict[str, _Trie] = field(default_factory=dict)
-    end: bool = False
-
-    def add(self, words: Sequence[str]) -> None:
-        node = self
-        for w in words:
-            node = node.children.setdefault(w, _Trie())
-        node.end = True
-
-
-class _Slot:
-    """A slot the walk cannot expand into words: how many words it may take."""
-
-    def __init__(self, name: str, max_words: int | None, digits_close: bool = False, suffix: str | None = None) -> None:
-        self.name = name
-        self.max_words = max_words
-        """None: as many as come."""
-        self.digits_close = digits_close
-        """A word of digits is the whole value (a number range: "50", not "50 more")."""
-        self.suffix = suffix
-        """A list glued to text: the text after the value ("%" of "{brightness}%"); None otherwise."""
-
-    def __repr__(self) -> str:
-        return f"<slot {self.name}>"
-
-
-_OPEN = _Slot("wildcard", None)
-"""A wildcard, a list written as templates, anything unknown: any words, as many as come."""
-_NUMBER = _Slot("range", 3, digits_close=True)
-"""A number range: digits ("50") or up to three number words ("one hundred", "twenty five")."""
-_GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
-"""A label that is one placeholder glued to text after it ("{brightness}%", "{hours}-hours"):
-the only kind Home Assistant's templates have."""
-
-
-@functools.cache
-def _glued(label: str) -> _Slot:
-    """A list glued to text in one word: exactly one word, a number then the label's text (one
-    slot per label, as for every other list)."""
-    match = _GLUED.fullmatch(label)
-    return _Slot("glued", 1, suffix=match.group(1).lower() if match else "")
-
-
 @dataclass(frozen=True)
 class _Pos:
     """Where a walk is: an FST state, or inside a list value (``trie``) that continues at ``state``."""
 
     state: int
-    trie: _Trie | _Slot | None = None
+    trie: Trie | Slot | None = None
     took: int = 0
     """Inside a slot: the words it has taken; -1 once a number in digits closed it."""
     anchored: bool = False
@@ -116,14 +77,14 @@ class SentenceSpace:
     """A word automaton over every sentence of the templates, with list values as tries."""
 
     def __init__(self, arcs: Mapping[int, Sequence[tuple[str, int]]], finals: frozenset[int], start: int,
-                 lists: Mapping[str, tuple[_Trie | _Slot, ...]], verify: Callable[[str], bool] | None = None) -> None:
+                 lists: Mapping[str, tuple[Trie | Slot, ...]], verify: Callable[[str], bool] | None = None) -> None:
         self._arcs = arcs
         # each state's arcs by word, and its list arcs: a step looks its word up instead of scanning
         # every arc (the start state of Home Assistant's sentences has thousands)
         self._finals = finals
         self._lists = lists
         self._word_arcs: dict[int, dict[str, list[int]]] = {}
-        self._list_arcs: dict[int, list[tuple[str, int, tuple[_Trie | _Slot, ...]]]] = {}
+        self._list_arcs: dict[int, list[tuple[str, int, tuple[Trie | Slot, ...]]]] = {}
         for state, out in arcs.items():
             for label, to in out:
                 self._word_arcs.setdefault(state, {}).setdefault(label, []).append(to)
@@ -148,22 +109,22 @@ class SentenceSpace:
         from hassil import RangeSlotList, TextSlotList, WildcardSlotList
         from hassil.fst import intents_to_fst
 
-        by_list: dict[str, _Trie | _Slot] = {}
+        by_list: dict[str, Trie | Slot] = {}
         stand_ins: dict[str, TextSlotList] = {}
         every = [*intents.slot_lists.items()]
         every += [item for intent in intents.intents.values() for data in intent.data for item in data.slot_lists.items()]
         for name, slot_list in every:
             if isinstance(slot_list, RangeSlotList):
-                by_list.setdefault(name, _NUMBER)
+                by_list.setdefault(name, NUMBER)
             elif isinstance(slot_list, WildcardSlotList):
                 # hassil's FST drops wildcard sentences; a stand-in keeps them, as open slots
                 stand_ins[name] = TextSlotList.from_strings(["wildcard"], name=name)
-                by_list[name] = _OPEN
+                by_list[name] = OPEN
             elif isinstance(slot_list, TextSlotList) and name not in by_list:
-                by_list[name] = _values_trie(slot_list, intents)
+                by_list[name] = values_trie(slot_list, intents)
         fst = intents_to_fst(intents, slot_lists=stand_ins or None).remove_spaces()
         arcs = {state: tuple((arc.in_label, arc.to_state) for arc in out) for state, out in fst.arcs.items() if out}
-        return cls(arcs, frozenset(fst.final_states), fst.start, _by_slot(intents, by_list))
+        return cls(arcs, frozenset(fst.final_states), fst.start, lists_by_slot(intents, by_list))
 
     @property
     def state_count(self) -> int:
@@ -189,20 +150,20 @@ class SentenceSpace:
 
     # -- the walk ---------------------------------------------------------------------------
 
-    def _list_for(self, label: str) -> tuple[_Trie | _Slot, ...]:
+    def _list_for(self, label: str) -> tuple[Trie | Slot, ...]:
         """What a placeholder may be: a slot filled by a text list and a wildcard is either."""
         match = _PLACEHOLDER.match(label)
         if match is None:
-            return (_glued(label),)  # a list glued to text, e.g. "{brightness}%"
-        return self._lists.get(match.group(1), (_OPEN,))
+            return (glued_slot(label),)  # a list glued to text, e.g. "{brightness}%"
+        return self._lists.get(match.group(1), (OPEN,))
 
     def _advance(self, positions: Iterable[_Pos], word: str, wildcards: bool = True) -> set[_Pos]:
         out: set[_Pos] = set()
         for p in positions:
-            if p.trie is _OPEN and not wildcards:
+            if p.trie is OPEN and not wildcards:
                 continue
-            if isinstance(p.trie, _Slot):
-                if _slot_takes(p.trie, p.took) and _fits(p.trie, word):
+            if isinstance(p.trie, Slot):
+                if slot_takes(p.trie, p.took) and fits(p.trie, word):
                     out.add(_slot_step(p.state, p.trie, p.took, word, p.anchored))
             elif p.trie is not None:
                 child = p.trie.children.get(word)
@@ -214,10 +175,10 @@ class SentenceSpace:
                 for label, to, kinds in self._list_arcs.get(p.state, ()):
                     if label != word:
                         for values in kinds:
-                            if values is _OPEN and not wildcards:
+                            if values is OPEN and not wildcards:
                                 continue
-                            if isinstance(values, _Slot):
-                                if _fits(values, word):
+                            if isinstance(values, Slot):
+                                if fits(values, word):
                                     out.add(_slot_step(to, values, 0, word, p.anchored))
                             elif (child := values.children.get(word)) is not None:
                                 out.add(_Pos(to, child, anchored=True))
@@ -241,7 +202,7 @@ class SentenceSpace:
             nxt: list[_Pos] = []
             if p.trie is None:
                 nxt = [_Pos(to, anchored=p.anchored) for label, to in self._arcs.get(p.state, ()) if label == _EPS]
-            elif isinstance(p.trie, _Slot):
+            elif isinstance(p.trie, Slot):
                 if p.took != 0:
                     nxt = [_Pos(p.state, anchored=p.anchored)]
             elif p.trie.end:
@@ -253,107 +214,16 @@ class SentenceSpace:
         return seen
 
     def _may_continue(self, p: _Pos) -> bool:
-        if isinstance(p.trie, _Slot):
-            return _slot_takes(p.trie, p.took)
+        if isinstance(p.trie, Slot):
+            return slot_takes(p.trie, p.took)
         if p.trie is not None:
             return bool(p.trie.children)
         return any(label not in (_EPS, _SKIP) for label, _ in self._arcs.get(p.state, ()))
 
 
-MAX_VALUE_TEXTS = 200
-"""A list value written as a template ("awning[s]") is expanded up to this many texts; beyond it
-the list is an open slot."""
 
 
-def _by_slot(intents: Intents, by_list: Mapping[str, _Trie | _Slot]) -> dict[str, tuple[_Trie | _Slot, ...]]:
-    """The FST names a list by its slot (``{device_class}`` for ``{cover_classes:device_class}``):
-    the text values of every list filling a slot merged into one trie, beside any range or wildcard."""
-    from hassil.expression import ListReference
-
-    from voiced.sentences import walk
-
-    lists_of: dict[str, set[str]] = {}
-    rules = intents.expansion_rules
-    for intent in intents.intents.values():
-        for data in intent.data:
-            local = {**rules, **data.expansion_rules}
-            for sentence in data.sentences:
-                for expr in walk(sentence.expression, local, set()):
-                    if isinstance(expr, ListReference):
-                        lists_of.setdefault(expr.slot_name, set()).add(expr.list_name)
-    slots: dict[str, tuple[_Trie | _Slot, ...]] = {}
-    for slot, names in lists_of.items():
-        kinds = [by_list.get(name, _OPEN) for name in sorted(names)]
-        merged = _Trie()
-        for k in kinds:
-            if isinstance(k, _Trie):
-                _merge(merged, k)
-        others = tuple(dict.fromkeys(k for k in kinds if isinstance(k, _Slot)))
-        slots[slot] = ((merged,) if merged.children else ()) + others
-    return slots
-
-
-def _merge(into: _Trie, other: _Trie) -> None:
-    into.end = into.end or other.end
-    for word, child in other.children.items():
-        _merge(into.children.setdefault(word, _Trie()), child)
-
-
-def _values_trie(slot_list: object, intents: Intents) -> _Trie | _Slot:
-    """The words of a text list's values (templates expanded), or an open slot if too many."""
-    import itertools
-
-    from hassil.expression import TextChunk
-    from hassil.sample import sample_expression
-
-    trie = _Trie()
-    for value in slot_list.values:  # type: ignore[attr-defined]
-        if isinstance(value.text_in, TextChunk):
-            texts: Iterable[str] = [value.text_in.text]
-        else:
-            texts = list(itertools.islice(sample_expression(value.text_in, intents.slot_lists, intents.expansion_rules,
-                                                            expand_lists=False), MAX_VALUE_TEXTS + 1))
-            if len(texts) > MAX_VALUE_TEXTS or any("{" in t for t in texts):
-                return _OPEN
-        for text in texts:
-            trie.add(words_of(text))
-    return trie
-
-
-_DIGITS = re.compile(r"[\d.,]+")
-"""A number written in digits (not "8th": an ordinal is no value of a range)."""
-
-_NUMBER_START = re.compile(r"\d[\d.,]*")
-"""The number a glued word begins with."""
-
-_NUMBER_WORDS = frozenset(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
-    " seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
-    " a an half quarter point".split())
-"""Words a number may be said with (English; hassil writes ranges as digits and number words)."""
-
-
-def _fits(slot: _Slot, word: str, partial: bool = False) -> bool:
-    """Can ``word`` (or a word beginning with it) be part of the slot's value?"""
-    if slot is _OPEN:
-        return True
-    if slot.suffix is not None:  # "34-hours", "50%": the number, then the text glued to it
-        number = _NUMBER_START.match(word)
-        if number is None:
-            return partial and not word
-        rest = word[number.end():]
-        return slot.suffix.startswith(rest) if partial else rest == slot.suffix
-    if _DIGITS.fullmatch(word):
-        return True
-    return any(w.startswith(word) for w in _NUMBER_WORDS) if partial else word in _NUMBER_WORDS
-
-
-def _slot_takes(slot: _Slot, took: int) -> bool:
-    """May the slot take one more word?"""
-    return took >= 0 and (slot.max_words is None or took < slot.max_words)
-
-
-def _slot_step(state: int, slot: _Slot, took: int, word: str, anchored: bool) -> _Pos:
+def _slot_step(state: int, slot: Slot, took: int, word: str, anchored: bool) -> _Pos:
     """The slot takes ``word``: a number in digits closes a range, other words count."""
     closed = slot.digits_close and word.rstrip("%").replace(".", "", 1).isdigit()
     return _Pos(state, slot, -1 if closed else took + 1, anchored)
@@ -422,10 +292,10 @@ class SpaceWalker:
             return bool(positions)
         space = self.space
         for p in positions:
-            if p.trie is _OPEN and not (words and self.wildcards):
+            if p.trie is OPEN and not (words and self.wildcards):
                 continue
-            if isinstance(p.trie, _Slot):
-                if _slot_takes(p.trie, p.took) and _fits(p.trie, partial, partial=True):
+            if isinstance(p.trie, Slot):
+                if slot_takes(p.trie, p.took) and fits(p.trie, partial, partial=True):
                     return True
             elif p.trie is not None:
                 if any(w.startswith(partial) for w in p.trie.children):
@@ -436,8 +306,8 @@ class SpaceWalker:
                         return True
                     if "{" in label:
                         for values in space._list_for(label):
-                            if isinstance(values, _Slot):
-                                if (values is not _OPEN or (words and self.wildcards)) and _fits(values, partial, partial=True):
+                            if isinstance(values, Slot):
+                                if (values is not OPEN or (words and self.wildcards)) and fits(values, partial, partial=True):
                                     return True
                             elif any(w.startswith(partial) for w in values.children):
                                 return True
@@ -451,10 +321,10 @@ class SpaceWalker:
         space, open_ok = self.space, bool(words) and self.wildcards
         positions = [p for p in self._steps[-1] if p.anchored] if words else self._steps[-1]
         literal: set[str] = set()
-        slots: set[_Slot] = set()
+        slots: set[Slot] = set()
         for p in positions:
-            if isinstance(p.trie, _Slot):
-                if _slot_takes(p.trie, p.took) and (p.trie is not _OPEN or open_ok):
+            if isinstance(p.trie, Slot):
+                if slot_takes(p.trie, p.took) and (p.trie is not OPEN or open_ok):
                     slots.add(p.trie)
             elif p.trie is not None:
                 literal.update(p.trie.children)
@@ -464,13 +334,13 @@ class SpaceWalker:
                         literal.add(label)
                         continue
                     for values in space._list_for(label):
-                        if isinstance(values, _Trie):
+                        if isinstance(values, Trie):
                             literal.update(values.children)
-                        elif values is not _OPEN or open_ok:
+                        elif values is not OPEN or open_ok:
                             slots.add(values)
         literal -= {_EPS, _SKIP}
-        if any(slot is not _OPEN for slot in slots):
-            literal |= _NUMBER_WORDS  # found by bisection like any word (``_fits`` would scan them)
+        if any(slot is not OPEN for slot in slots):
+            literal |= NUMBER_WORDS  # found by bisection like any word (``fits`` would scan them)
         return Following(tuple(sorted(literal)), tuple(slots), bool(positions))
 
     def is_whole(self, text: str) -> bool:
@@ -502,7 +372,7 @@ class Following:
     words: tuple[str, ...]
     """Template words, list values' words and number words where a number may come, sorted (a
     prefix is found by bisection)."""
-    slots: tuple[_Slot, ...]
+    slots: tuple[Slot, ...]
     """Slots that may take the next word (numbers, a word glued to a number)."""
     alive: bool
     """The words so far are on a template sentence."""
@@ -515,10 +385,10 @@ class Following:
         if i < len(self.words) and self.words[i].startswith(partial):
             return True
         if partial.isalpha():  # no digits: of the slots, only a wildcard takes what ``words`` lacks
-            return _OPEN in self.slots
-        return any(_fits(slot, partial, partial=True) for slot in self.slots)
+            return OPEN in self.slots
+        return any(fits(slot, partial, partial=True) for slot in self.slots)
 
     def takes(self, word: str) -> bool:
         """May exactly ``word`` come next?"""
         i = bisect_left(self.words, word)
-        return (i < len(self.words) and self.words[i] == word) or any(_fits(slot, word) for slot in self.slots)
+        return (i < len(self.words) and self.words[i] == word) or any(fits(slot, word) for slot in self.slots)
