@@ -49,6 +49,38 @@ def test_the_configuration_example_is_a_config_voiced_accepts(tmp_path: Path) ->
                          "tts", "playback", "wake", "wyoming"}
 
 
+def _keys(cls: type, prefix: str = "") -> list[str]:
+    """The dotted config keys of a config dataclass, nested tables followed into."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        tables = [t for t in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(t)]
+        keys += _keys(tables[0], f"{prefix}{f.name}.") if tables else [prefix + f.name]
+    return keys
+
+
+def test_the_configuration_example_shows_every_key() -> None:
+    """Every key voiced reads is in the README's example, so every key is documented beside it."""
+    (example,) = _blocks("toml")
+    data = tomllib.loads(example)
+
+    def shown(key: str) -> bool:
+        node = data
+        for name in key.split("."):
+            if not isinstance(node, dict) or name not in node:
+                return False
+            node = node[name]
+        return True
+
+    # path: where the config was read from, not a key; intents.lists: list names of the user's choosing
+    keys = [k for k in _keys(Config) if k not in ("path", "intents.lists.lists")]
+    assert len(keys) > 100
+    assert [k for k in keys if not shown(k)] == []
+
+
 def _commands() -> set[tuple[str, ...]]:
     """``voiced SUB [GROUP-SUB]`` of the command lines in sh blocks and of `inline code`."""
     text = README.read_text(encoding="utf-8")
