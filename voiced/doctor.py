@@ -182,6 +182,9 @@ def _probe_pcm(name: str, device: str, rates: Sequence[int], channels: int, *, c
     except ImportError as exc:
         return Check(name, CheckStatus.FAIL, f"pyalsaaudio unavailable ({exc})",
                      "apt-get install libasound2-dev && pip install pyalsaaudio")
+    from voiced.audio.alsalog import route_libasound_messages
+
+    route_libasound_messages()  # the check says what failed; libasound's own lines would repeat it on stderr
     kind = alsaaudio.PCM_CAPTURE if capture else alsaaudio.PCM_PLAYBACK
     opened: list[int] = []
     errors: list[str] = []

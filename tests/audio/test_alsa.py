@@ -216,6 +216,17 @@ def test_missing_infile_is_retried_until_it_appears(tmp_path: Path) -> None:
 
 
 @needs_alsa
+def test_a_missing_card_is_warned_about_once_and_libasound_keeps_quiet(tmp_path: Path) -> None:
+    """Each attempt to open a card that is not there makes libasound print its own lines to stderr
+    (and the journal) unless they are routed into the log; voiced's warning comes once."""
+    report, out = run_scenario(tmp_path, "# no cards\n", config={"device": "hw:7,0"}, samples=16000, stop_after=0.6)
+    assert len(out) == 0 and report["stats"]["open_failures"] >= 3
+    assert "ALSA lib" not in report["stderr"]
+    assert report["stderr"].count("cannot open capture device hw:7,0") == 1, report["stderr"]
+    assert "opened at" not in report["stderr"]  # the fallback rate failed too: not said at every attempt
+
+
+@needs_alsa
 def test_pcm_defined_later_in_the_asoundrc_is_picked_up(tmp_path: Path) -> None:
     infile = tmp_path / "mic.raw"
     codes = np.arange(16000, dtype=np.int16)
@@ -364,6 +375,19 @@ def test_open_failures_back_off_then_count_one_reopen() -> None:
     device = Device({16000: 16000}, [[np.zeros(160, "<i2").tobytes()]], fail_first=3)
     source, out = capture_all(device, fallback_rate=16000)  # one open per attempt
     assert source.stats.open_failures == 3 and source.stats.reopens == 1 and len(out) == 160
+
+
+def test_a_device_that_stays_missing_is_warned_about_at_first_then_every_twentieth_attempt(caplog) -> None:
+    device = Device({16000: 16000}, [[np.zeros(160, "<i2").tobytes()]], fail_first=45)
+    quick = BackoffPolicy(initial=0.001, maximum=0.002)
+    source = AlsaSource(AlsaCaptureConfig(device="fake", fallback_rate=16000, backoff=quick), device.done, device)
+    with caplog.at_level(logging.DEBUG, logger="voiced.audio.alsa"), source:
+        chunks = list(source.chunks())
+    assert len(chunks) == 1 and source.stats.open_failures == 45
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "cannot open capture device" in r.getMessage()]
+    assert len(said) == 45
+    assert [m for level, m in said if level == logging.WARNING] == [
+        f"cannot open capture device fake: [Errno 19] No such device (attempt {n})" for n in (1, 20, 40)]
 
 
 def test_device_with_fewer_channels_than_the_pick_is_an_open_failure() -> None:

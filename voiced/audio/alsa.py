@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from voiced.audio.alsalog import route_libasound_messages
 from voiced.audio.frames import FRAME_MS, SAMPLE_RATE
 from voiced.audio.resample import StreamingResampler, to_mono
 from voiced.audio.source import AudioSource, describe_layout
@@ -26,6 +27,10 @@ from voiced.runtime.backoff import Backoff, BackoffPolicy
 __all__ = ["AlsaCaptureConfig", "AlsaSource", "PcmOpener"]
 
 logger = logging.getLogger(__name__)
+
+REMIND_ATTEMPTS = 20
+"""A device that stays missing is warned about again every this many open attempts (about ten
+minutes at the default backoff's 30 s)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ PcmOpener = Callable[[str, int, int, int], PcmLike]
 
 def _open_alsa_pcm(device: str, rate: int, channels: int, period: int) -> PcmLike:
     import alsaaudio
+
+    route_libasound_messages()  # a device that stays missing is retried for as long: keep stderr for voiced's log
 
     return alsaaudio.PCM(type=alsaaudio.PCM_CAPTURE, mode=alsaaudio.PCM_NORMAL, device=device,
                          channels=channels, rate=rate, format=alsaaudio.PCM_FORMAT_S16_LE, periodsize=period)
@@ -185,10 +192,13 @@ class AlsaSource(AudioSource):
                 raise OSError(errno.EINVAL, f"device gives {channels} channel(s), channel {cfg.channel} wanted")
         except self._device_errors as e:
             self.stats.open_failures += 1
+            attempt, changed = self._backoff.failures + 1, str(e) != self.stats.last_error
             self.stats.last_error = str(e)
             self._wait_before_open = self._troubled = True
-            logger.warning("cannot open capture device %s: %s (attempt %d)",
-                           cfg.device, e, self._backoff.failures + 1)
+            # An unplugged microphone is retried for as long as it is gone: the first failure, a new
+            # error and every REMIND_ATTEMPTS-th attempt are warnings, the rest debug lines.
+            level = logging.WARNING if attempt == 1 or changed or attempt % REMIND_ATTEMPTS == 0 else logging.DEBUG
+            logger.log(level, "cannot open capture device %s: %s (attempt %d)", cfg.device, e, attempt)
             return False
         if self._troubled:
             self.stats.reopens += 1
@@ -209,9 +219,10 @@ class AlsaSource(AudioSource):
         except self._device_errors as e:
             if cfg.fallback_rate == rate:
                 raise
-            logger.info("%s cannot open at %d Hz (%s); trying %d Hz", cfg.device, rate, e, cfg.fallback_rate)
             rate = cfg.fallback_rate
-            pcm = open_pcm(cfg.device, rate, cfg.channels, cfg.period_frames(rate))
+            pcm = open_pcm(cfg.device, rate, cfg.channels, cfg.period_frames(rate))  # its error is the one reported
+            # said once it worked: a missing device fails both opens at every attempt
+            logger.info("%s cannot open at %d Hz (%s); opened at %d Hz", cfg.device, cfg.rate, e, rate)
         actual, channels = _reported(pcm, rate, cfg.channels)
         if actual != rate:
             # The device chose the nearest rate it can do: reopen there, so a period stays period_ms.

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from voiced.audio.alsalog import route_libasound_messages
 from voiced.tts.playconfig import PlaybackConfig, PlaybackStats
 
 __all__ = ["AlsaOutput", "DeviceLost", "PcmLike", "PcmOpener", "open_alsa_pcm"]
@@ -47,6 +48,8 @@ PcmOpener = Callable[[str, int, int, int, int], PcmLike]
 def open_alsa_pcm(device: str, rate: int, channels: int, period: int, periods: int) -> PcmLike:
     """pyalsaaudio's blocking S16_LE playback PCM."""
     import alsaaudio
+
+    route_libasound_messages()
 
     return alsaaudio.PCM(type=alsaaudio.PCM_PLAYBACK, mode=alsaaudio.PCM_NORMAL, device=device, channels=channels,
                          rate=rate, format=alsaaudio.PCM_FORMAT_S16_LE, periodsize=period, periods=periods)
