@@ -82,33 +82,90 @@ def test_max_bytes_drops_the_oldest_and_refuses_a_message_larger_than_the_outbox
 
 
 class FakeClock:
+    """The wall clock (``time.time``) and the boot clock (``clock_gettime``), set by the test."""
+
     def __init__(self) -> None:
         self.now = 1_000_000.0
+        self.boot = 500.0
 
     def time(self) -> float:
         return self.now
 
+    def clock_gettime(self, clock_id: int) -> float:
+        return self.boot
 
-def test_max_age_drops_old_messages_before_they_are_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
-    monkeypatch.setattr(outbox_module, "time", clock)
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.boot += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(outbox_module, "time", fake)
+    monkeypatch.setattr(outbox_module, "_boot_id", lambda: "boot-1")
+    return fake
+
+
+def test_max_age_drops_old_messages_before_they_are_sent(tmp_path: Path, clock: FakeClock) -> None:
     with open_outbox(tmp_path, max_age_s=60) as box:
         box.append("t", b"old")
-        clock.now += 30
+        clock.advance(30)
         box.append("t", b"newer")
-        clock.now += 31  # "old" is 61 s old now, "newer" 31 s
+        clock.advance(31)  # "old" is 61 s old now, "newer" 31 s
         assert [m.payload for m in box.peek()] == [b"newer"]
         assert box.stats()["dropped_max_age"] == 1
         assert len(box) == 1
 
 
-def test_max_age_zero_keeps_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
-    monkeypatch.setattr(outbox_module, "time", clock)
+def test_max_age_zero_keeps_everything(tmp_path: Path, clock: FakeClock) -> None:
     with open_outbox(tmp_path, max_age_s=0) as box:
         box.append("t", b"x")
-        clock.now += 10 * 365 * 86400
+        clock.advance(10 * 365 * 86400)
         assert len(box.peek()) == 1
+
+
+def test_a_wall_clock_set_forward_does_not_age_messages(tmp_path: Path, clock: FakeClock) -> None:
+    """A Pi boots with the last shutdown's time and NTP later moves it by weeks: messages appended
+    before that are as old as the boot clock says, not the wall clock."""
+    with open_outbox(tmp_path) as box:  # the daemon's 7-day bound
+        box.append("t", b"heard before NTP answered")
+        clock.now += 30 * 86400  # NTP sets the clock 30 days forward
+        clock.boot += 5
+        assert [m.payload for m in box.peek()] == [b"heard before NTP answered"]
+        clock.advance(7 * 86400)  # really a week later: now it is too old
+        assert box.peek() == [] and box.stats()["dropped_max_age"] == 1
+
+
+def test_after_a_reboot_the_wall_clock_ages_messages(tmp_path: Path, clock: FakeClock,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        box.append("t", b"a")
+        clock.advance(60)
+        box.append("t", b"b")
+    monkeypatch.setattr(outbox_module, "_boot_id", lambda: "boot-2")
+    clock.boot = 20.0  # a new boot's clock starts again
+    clock.now += 3600 - 30  # "a" 3,630 s old by the wall clock, "b" 3,570 s
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        assert [m.payload for m in box.peek()] == [b"b"]
+
+
+def test_an_outbox_file_from_before_boot_clocks_keeps_its_messages(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,"
+               " qos INTEGER NOT NULL, retain INTEGER NOT NULL, created REAL NOT NULL)")
+    db.execute("INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('t', x'01', 1, 0, ?)",
+               (clock.now - 60,))
+    db.commit()
+    db.close()
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        box.append("t", b"\x02")
+        assert [m.payload for m in box.peek()] == [b"\x01", b"\x02"]
+        clock.now += 3600 - 30  # the old row ages by the wall clock (its boot is unknown)
+        clock.boot += 3600 - 30
+        assert [m.payload for m in box.peek()] == [b"\x02"]
 
 
 def test_concurrent_appends_keep_every_message_once(tmp_path: Path) -> None:

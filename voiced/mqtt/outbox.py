@@ -13,10 +13,17 @@ A full disk (or any write error of SQLite) loses nothing: appends then wait in m
 order, bounded like the file, and reach the file at the next operation after space is back;
 an acknowledgement that cannot be written is remembered and retried (until then the message
 is not handed out again).
+
+A message's age is measured on the boot clock while the machine has not rebooted since the
+append: a Pi has no real-time clock, so its wall clock starts at the last shutdown's time and
+jumps forward when NTP first answers (by weeks, for a device that was stored away); measured on
+that clock, messages appended before the jump would look weeks old and be dropped unsent. Across
+a reboot only the wall clock is left to measure with.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import threading
@@ -43,9 +50,33 @@ CREATE TABLE IF NOT EXISTS outbox (
     payload BLOB    NOT NULL,
     qos     INTEGER NOT NULL,
     retain  INTEGER NOT NULL,
-    created REAL    NOT NULL
+    created REAL    NOT NULL,
+    boot_id TEXT    NOT NULL DEFAULT '',
+    since_boot REAL NOT NULL DEFAULT 0
 )
 """
+_BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
+                 "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
+"""An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+_Row = tuple[str, bytes, int, bool, float, str, float]
+"""topic, payload, qos, retain, created (wall clock), boot id, seconds since that boot."""
+
+
+@functools.cache
+def _boot_id() -> str:
+    """This boot's id ('' where the kernel gives none: every age is then wall-clock)."""
+    try:
+        return _BOOT_ID.read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def _since_boot() -> float:
+    """Seconds since boot, suspend included; setting the wall clock does not move it."""
+    return time.clock_gettime(_BOOTTIME)
 
 
 class DropReason(Enum):
@@ -70,8 +101,8 @@ class OutboxConfig:
     max_bytes: int = 16 * 1024 * 1024
     """Most payload bytes kept waiting; beyond it the oldest are dropped."""
     max_age_s: float = 7 * 24 * 3600.0
-    """Messages older than this (wall-clock seconds, so it holds across restarts) are dropped
-    instead of sent; 0 keeps messages however old."""
+    """Messages older than this are dropped instead of sent (measured on the boot clock within one
+    boot, on the wall clock across a reboot); 0 keeps messages however old."""
     fsync: bool = False
     """True: every append and acknowledgement reaches the disk before returning (survives
     power loss; slow and wearing on SD cards). False: survives a crash of the process, and
@@ -114,6 +145,10 @@ class Outbox:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if config.fsync else 'NORMAL'}")
             self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}
+            if "boot_id" not in columns:
+                for statement in _BOOT_COLUMNS:
+                    self._db.execute(statement)
             count, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
@@ -122,7 +157,7 @@ class Outbox:
         self._count: int = count
         self._bytes: int = size
         self._dropped = {reason: 0 for reason in DropReason}
-        self._spill: list[tuple[str, bytes, int, bool, float]] = []  # appends the file refused, oldest first
+        self._spill: list[_Row] = []  # appends the file refused, oldest first
         self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
         self.write_errors = 0
         if count:
@@ -140,7 +175,7 @@ class Outbox:
             if size > self.config.max_bytes:
                 self._count_drop(DropReason.MAX_BYTES, 1, f"a {size}-byte message on {topic}, larger than the outbox")
                 return None
-            row = (topic, payload, qos, retain, time.time())
+            row = (topic, payload, qos, retain, time.time(), _boot_id(), _since_boot())
             if self._spill and not self._unspill_locked():
                 return self._spill_locked(row)  # behind the others, to keep the order
             try:
@@ -149,8 +184,8 @@ class Outbox:
                 self._write_failed(exc)
                 return self._spill_locked(row)
 
-    def _insert_locked(self, row: tuple[str, bytes, int, bool, float]) -> int:
-        topic, payload, qos, retain, created = row
+    def _insert_locked(self, row: _Row) -> int:
+        topic, payload, qos, retain, created, boot_id, since_boot = row
         size = len(payload)
         count, nbytes = self._count, self._bytes
         # One transaction: the evictions and the insert reach the file together.
@@ -160,8 +195,9 @@ class Outbox:
             self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
             self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
             cur = self._db.execute(
-                "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
-                (topic, payload, qos, int(retain), created),
+                "INSERT INTO outbox (topic, payload, qos, retain, created, boot_id, since_boot)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (topic, payload, qos, int(retain), created, boot_id, since_boot),
             )
             self._db.execute("COMMIT")
         except BaseException:
@@ -175,7 +211,7 @@ class Outbox:
         self._bytes += size
         return int(cur.lastrowid or 0)
 
-    def _spill_locked(self, row: tuple[str, bytes, int, bool, float]) -> int:
+    def _spill_locked(self, row: _Row) -> int:
         self._spill.append(row)
         if len(self._spill) + self._count > self.config.max_messages:
             self._spill.pop(0)
@@ -300,12 +336,15 @@ class Outbox:
     def _expire_locked(self) -> None:
         if not self.config.max_age_s or not self._count:
             return
-        cutoff = time.time() - self.config.max_age_s
+        boot = _boot_id()
+        # this boot's messages by the boot clock, earlier boots' (and unknown ones) by the wall clock
+        where = "CASE WHEN boot_id = ? AND boot_id != '' THEN since_boot < ? ELSE created < ? END"
+        cutoffs = (boot, _since_boot() - self.config.max_age_s, time.time() - self.config.max_age_s)
         n, size = self._db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox WHERE created < ?", (cutoff,)
+            f"SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox WHERE {where}", cutoffs
         ).fetchone()
         if n:
-            self._db.execute("DELETE FROM outbox WHERE created < ?", (cutoff,))
+            self._db.execute(f"DELETE FROM outbox WHERE {where}", cutoffs)
             self._count -= n
             self._bytes -= size
             self._count_drop(DropReason.MAX_AGE, n, f"{n} messages older than {self.config.max_age_s:g} s")
