@@ -23,6 +23,7 @@ from voiced.audio.source import AudioSource, describe_layout
 from voiced.configfile import section_from_dict
 from voiced.errors import AudioError, ConfigError
 from voiced.runtime.backoff import Backoff, BackoffPolicy
+from voiced.runtime.lograte import sparse_level
 
 __all__ = ["AlsaCaptureConfig", "AlsaSource", "PcmOpener"]
 
@@ -197,7 +198,7 @@ class AlsaSource(AudioSource):
             self._wait_before_open = self._troubled = True
             # An unplugged microphone is retried for as long as it is gone: the first failure, a new
             # error and every REMIND_ATTEMPTS-th attempt are warnings, the rest debug lines.
-            level = logging.WARNING if attempt == 1 or changed or attempt % REMIND_ATTEMPTS == 0 else logging.DEBUG
+            level = logging.WARNING if changed else sparse_level(attempt, every=REMIND_ATTEMPTS)
             logger.log(level, "cannot open capture device %s: %s (attempt %d)", cfg.device, e, attempt)
             return False
         if self._troubled:
@@ -248,8 +249,7 @@ class AlsaSource(AudioSource):
         if n < 0:
             if n == -errno.EPIPE:  # overrun: samples were lost; pyalsaaudio re-prepares on the next read
                 self.stats.overruns += 1
-                level = logging.WARNING if self.stats.overruns == 1 or self.stats.overruns % 100 == 0 else logging.DEBUG
-                logger.log(level, "capture overrun on %s (%d so far)", self.config.device, self.stats.overruns)
+                logger.log(sparse_level(self.stats.overruns), "capture overrun on %s (%d so far)", self.config.device, self.stats.overruns)
             else:
                 self.stats.read_errors += 1
                 logger.warning("capture from %s returned error %d", self.config.device, n)

@@ -35,6 +35,7 @@ from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.hermes import MalformedMessage
 from voiced.mqtt.outbox import Outbox, OutboxMessage
 from voiced.runtime.backoff import Backoff
+from voiced.runtime.lograte import sparse_level
 
 __all__ = ["Handler", "MqttClient"]
 
@@ -395,14 +396,15 @@ class MqttClient:
             handlers = [h for f, h in self._handlers if mqtt.topic_matches_sub(f, topic)]
         if len(payload) > self.config.max_payload_bytes:
             n = self._count("dropped_oversized")
-            _sparse(n, "dropped a %d-byte message on %s: over max_payload_bytes (%d so far)", len(payload), topic, n)
+            log.log(sparse_level(n, first=10), "dropped a %d-byte message on %s: over max_payload_bytes (%d so far)",
+                    len(payload), topic, n)
             return
         for handler in handlers:
             try:
                 handler(topic, payload)
             except MalformedMessage as exc:
                 n = self._count("malformed")
-                _sparse(n, "malformed message on %s: %s (%d so far)", topic, exc, n)
+                log.log(sparse_level(n, first=10), "malformed message on %s: %s (%d so far)", topic, exc, n)
             except Exception:
                 n = self._count("handler_errors")
                 log.exception("handler %r failed on %s (%d so far)", handler, topic, n)
@@ -420,8 +422,3 @@ def _is_filter(topic_filter: str) -> bool:
         for i, level in enumerate(levels)
     )
 
-
-def _sparse(n: int, msg: str, *args: Any) -> None:
-    """Log the first ten, then every hundredth: a flood of bad messages must not flood the journal."""
-    if n <= 10 or n % 100 == 0:
-        log.warning(msg, *args)

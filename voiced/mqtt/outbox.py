@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
+from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
 
@@ -239,9 +240,9 @@ class Outbox:
 
     def _write_failed(self, exc: sqlite3.Error) -> None:
         self.write_errors += 1
-        if self.write_errors == 1 or self.write_errors % 100 == 0:
-            log.error("outbox %s cannot be written (%s): holding messages in memory (%d write errors so far)",
-                      self.config.path, exc, self.write_errors)
+        log.log(sparse_level(self.write_errors, logging.ERROR),
+                "outbox %s cannot be written (%s): holding messages in memory (%d write errors so far)",
+                self.config.path, exc, self.write_errors)
 
     def _retry_deletes_locked(self) -> None:
         for message_id in sorted(self._unacked_deletes):
