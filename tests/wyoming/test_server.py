@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import socket
 import time
 
@@ -335,6 +336,27 @@ def test_garbage_oversized_and_half_sent_events_cost_only_their_connection(daemo
     assert _run(_describe_types(daemon)) == ["info"]  # still serving
     stats = daemon.stats()["wyoming"]
     assert stats["wyoming_bad_events"] >= 2 and stats["wyoming_malformed"] >= before + 5
+
+
+@pytest.mark.shared
+def test_a_client_that_sends_bad_events_without_end_is_answered_each_time_but_not_logged_each_time(
+        daemon, caplog) -> None:
+    """A misbehaving client must not flood the journal: the first ten bad events and every hundredth
+    are warnings (as malformed MQTT messages are), the rest debug lines; each still gets its error."""
+    counters = daemon.counters
+    before = counters.get("wyoming_bad_events")
+    with caplog.at_level(logging.DEBUG, logger="voiced.wyoming.connection"):
+        answer = _raw(daemon, b"".join([b'{"type": "synthesize", "data": {"text": 42}}\n'] * 150
+                                       + [b'{"type": "describe"}\n']))
+    stream, types = io.BytesIO(answer), []
+    while (event := read_event(stream)) is not None:
+        types.append(event.type)
+    assert types == ["error"] * 150 + ["info"]
+    assert counters.get("wyoming_bad_events") == before + 150
+    said = [r for r in caplog.records if r.getMessage().startswith("wyoming: bad synthesize event")]
+    warned = [r for r in said if r.levelno == logging.WARNING]
+    assert len(said) == 150
+    assert len(warned) == sum(1 for n in range(before + 1, before + 151) if n <= 10 or n % 100 == 0) < 12
 
 
 async def _describe_types(daemon) -> list[str]:

@@ -29,6 +29,7 @@ from wyoming.wake import Detection as WyDetection
 from wyoming.wake import NotDetected
 
 from voiced.errors import VoicedError
+from voiced.runtime.lograte import sparse_level
 from voiced.tts import PiperVoice
 from voiced.tts.config import SynthesisOptions
 from voiced.tts.audio import AudioChunk
@@ -99,8 +100,9 @@ class Connection:
                 await self.handle(event)
             except (_BadRequest, VoicedError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 # the event was well framed but its data is not what its type needs
-                log.warning("wyoming: bad %s event: %s", event.type, exc)
                 self.server.counters.add("wyoming_bad_events")
+                n = self.server.counters.get("wyoming_bad_events")
+                log.log(sparse_level(n, first=10), "wyoming: bad %s event: %s (%d so far)", event.type, exc, n)
                 await self.send(Error(text=f"{event.type}: {exc}", code="bad-request").event())
 
     async def send(self, event: Event) -> None:
