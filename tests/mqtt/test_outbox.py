@@ -204,6 +204,65 @@ def test_unusable_path_is_a_config_error_naming_it(tmp_path: Path) -> None:
     assert str(blocker) in str(err.value)
 
 
+def test_a_file_that_is_no_database_is_set_aside_and_a_new_outbox_begins(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    garbage = bytes(range(256)) * 32
+    path.write_bytes(garbage)
+    with open_outbox(tmp_path) as box:
+        assert box.set_aside is not None and box.set_aside.read_bytes() == garbage  # kept as it was
+        assert box.set_aside.name.startswith("outbox.sqlite.corrupt-")
+        assert box.stats()["corrupt_file_set_aside"] == 1
+        box.append("t", b"after")
+        assert [m.payload for m in box.peek()] == [b"after"]
+    assert any(r.levelname == "ERROR" and "is corrupt" in r.getMessage() for r in caplog.records)
+    with open_outbox(tmp_path) as box:  # the new file is a good one: nothing more is moved
+        assert box.set_aside is None and [m.payload for m in box.peek()] == [b"after"]
+
+
+def test_an_outbox_damaged_inside_is_set_aside(tmp_path: Path) -> None:
+    """Pages of a real outbox overwritten, as a failing SD card leaves them: SQLite's check finds it."""
+    with open_outbox(tmp_path) as box:
+        for i in range(400):
+            box.append(f"t/{i}", bytes([i % 256]) * 1000)
+    path = tmp_path / "state" / "outbox.sqlite"
+    with path.open("r+b") as f:
+        f.seek(4096 * 3)
+        f.write(b"\xff" * 4096 * 20)  # pages of the table itself
+    damaged = path.read_bytes()
+    with open_outbox(tmp_path) as box:
+        assert box.set_aside is not None and box.set_aside.read_bytes() == damaged
+        assert len(box) == 0 and box.append("t", b"x") is not None
+
+
+def test_an_outbox_on_a_full_disk_is_never_moved(tmp_path: Path) -> None:
+    """Only a corrupt file goes aside: one that cannot be opened for want of space is an error, untouched."""
+    import subprocess
+
+    mount = _full_disk(tmp_path)
+    if mount is None:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    try:
+        with Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))) as box:
+            box.append("t", b"kept")
+        with open(mount / "ballast", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        try:
+            Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))).close()
+        except ConfigError:
+            pass  # refused for want of space: fine, as long as nothing was moved
+        assert [p.name for p in mount.iterdir() if "corrupt" in p.name] == []
+        (mount / "ballast").unlink()
+        with Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))) as box:
+            assert box.set_aside is None and [m.payload for m in box.peek()] == [b"kept"]
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
 def _full_disk(tmp_path: Path) -> Path | None:
     """A 4 MB tmpfs (root only); None where mounting is not allowed."""
     import subprocess

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
+from voiced.mqtt.outbox_file import open_outbox_file
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
@@ -44,21 +45,6 @@ SPILLED = -1
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS outbox (
-    id      INTEGER PRIMARY KEY AUTOINCREMENT,
-    topic   TEXT    NOT NULL,
-    payload BLOB    NOT NULL,
-    qos     INTEGER NOT NULL,
-    retain  INTEGER NOT NULL,
-    created REAL    NOT NULL,
-    boot_id TEXT    NOT NULL DEFAULT '',
-    since_boot REAL NOT NULL DEFAULT 0
-)
-"""
-_BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
-                 "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
-"""An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
@@ -140,19 +126,13 @@ class Outbox:
     def __init__(self, config: OutboxConfig) -> None:
         self.config = config
         path = Path(config.path)
+        self._db, self.set_aside = open_outbox_file(path, config.fsync)
+        """Where a corrupt outbox file found at start was moved (None: there was none)."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={'FULL' if config.fsync else 'NORMAL'}")
-            self._db.execute(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}
-            if "boot_id" not in columns:
-                for statement in _BOOT_COLUMNS:
-                    self._db.execute(statement)
             count, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
         self._lock = threading.Lock()
         self._closed = False
         self._count: int = count
@@ -316,7 +296,8 @@ class Outbox:
         """``queued``, ``queued_bytes`` and ``dropped_<reason>`` for each DropReason (this process)."""
         with self._lock:
             out: dict[str, int] = {"queued": self._count + len(self._spill), "queued_bytes": self._bytes,
-                                   "held_in_memory": len(self._spill), "write_errors": self.write_errors}
+                                   "held_in_memory": len(self._spill), "write_errors": self.write_errors,
+                                   "corrupt_file_set_aside": int(self.set_aside is not None)}
             out.update({f"dropped_{r.value}": n for r, n in self._dropped.items()})
             return out
 

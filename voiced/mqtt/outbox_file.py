@@ -1,0 +1,90 @@
+"""The outbox's SQLite file: opened in WAL mode, its schema brought up to date, and a corrupt
+file set aside so the daemon still starts.
+
+An SD card that lost power at the wrong moment, or began to fail, can leave a file SQLite no
+longer reads. Refusing to start would lose every message to come and leave the device in a
+restart loop until someone deletes the file by hand; instead the file is renamed to
+``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``), kept for whoever wants to
+recover what it held, and a new outbox begins. A path that cannot be opened at all (permissions,
+a directory, a full disk) is a configuration error, as before: nothing is moved then.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+from voiced.errors import ConfigError
+
+__all__ = ["open_outbox_file"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic   TEXT    NOT NULL,
+    payload BLOB    NOT NULL,
+    qos     INTEGER NOT NULL,
+    retain  INTEGER NOT NULL,
+    created REAL    NOT NULL,
+    boot_id TEXT    NOT NULL DEFAULT '',
+    since_boot REAL NOT NULL DEFAULT 0
+)
+"""
+_BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
+                 "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
+"""An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
+_COMPANIONS = ("-wal", "-shm")
+"""SQLite's files beside the database in WAL mode; they belong to it and go aside with it."""
+
+
+def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path | None]:
+    """The connection to the outbox at ``path`` (created with its directory), and where a corrupt
+    file found there was set aside (None if there was none). ConfigError names the path when it
+    cannot be opened at all."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return _open(path, fsync), None
+        except sqlite3.OperationalError:
+            raise  # cannot open, read-only, disk full: the file may be fine
+        except sqlite3.DatabaseError as exc:  # not a database, malformed: the file itself is bad
+            aside = _set_aside(path)
+            log.error("outbox %s is corrupt (%s): moved to %s, starting a new outbox; the messages it held are "
+                      "not sent", path, exc, aside)
+            return _open(path, fsync), aside
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def _open(path: Path, fsync: bool) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+        # every page of the tables and their indexes; the outbox is small, so this is quick
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError(f"quick_check: {'; '.join(problems[:3])}")
+        db.execute(_SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+        if "boot_id" not in columns:
+            for statement in _BOOT_COLUMNS:
+                db.execute(statement)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _set_aside(path: Path) -> Path:
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    path.rename(aside)
+    for suffix in _COMPANIONS:
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            companion.rename(aside.with_name(aside.name + suffix))
+    return aside
