@@ -22,7 +22,7 @@ from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 
-from .conftest import Broker, Gate, Subscriber, raw_publish
+from .conftest import Broker, Gate, SmallDisk, Subscriber, raw_publish
 
 REPO = Path(__file__).resolve().parents[2]
 AVAILABILITY = "voiced/test/availability"
@@ -387,3 +387,32 @@ def test_first_attempt_ends_with_a_refused_broker_and_with_an_accepting_one(
     up = broker_factory()
     accepted = client_factory(up)
     assert accepted.wait_first_attempt(60.0) is True and accepted.connected
+
+
+def test_publishing_goes_on_while_the_disk_is_full(
+    broker: Broker, small_disk: SmallDisk, subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A daemon started on a full disk publishes at once from memory, and one whose disk fills up goes on
+    publishing; the file's older messages follow once there is room. Nothing lost, nothing twice."""
+    import voiced.mqtt.outbox as outbox_module
+
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    offline = client_factory(broker, outbox_config=OutboxConfig(path), connect=False)
+    for i in range(5):
+        offline.publish("disk/n", str(i).encode())  # never sent: they wait in the file
+    offline.close(drain_timeout=0)
+    small_disk.fill()
+    sub = subscriber_factory(broker, "disk/#")
+    client = client_factory(broker, outbox_config=OutboxConfig(path))  # starts although the disk is full
+    for i in range(5, 25):
+        assert client.publish("disk/n", str(i).encode())
+    assert numbered(sub.wait_count(20)) == list(range(5, 25))  # delivered from memory
+    wait_until(lambda: client.stats()["held_in_memory"] == 0, what="every PUBACK: nothing left to write")
+    small_disk.free()
+    for i in range(25, 30):
+        client.publish("disk/n", str(i).encode())
+    assert sorted(numbered(sub.wait_count(30))) == list(range(30))
+    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+    assert len(sub.payloads()) == 30

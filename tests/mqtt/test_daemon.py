@@ -465,3 +465,18 @@ state_dir = "state"
     query(broker, {"input": "turn on the garage door", "siteId": "kitchen", "id": "ha-3"})
     sub.wait_for(lambda ms: any(json.loads(p).get("id") == "ha-3" for t, p, _ in ms
                                 if t == "hermes/intent/HassTurnOn"), "the reloaded name")
+
+
+def test_a_daemon_restarted_on_a_full_disk_starts_and_answers(
+        tmp_path, broker, subscriber_factory, running, small_disk) -> None:
+    """/var full (a runaway log) and the daemon restarted: voice control goes on, from memory."""
+    config = make_config(tmp_path, broker, daemon={"state_dir": str(small_disk.path / "state")})
+    running(config).stop(timeout=2)  # a first run leaves its state directory and outbox
+    small_disk.fill()
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = running(config)
+    assert daemon.client.wait_connected(10)
+    answered_probe(broker, sub)
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-1"})
+    [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
+    assert NluIntent.from_dict(json.loads(raw)).id == "q-1"

@@ -12,6 +12,8 @@ import voiced.mqtt.outbox as outbox_module
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
 
+from .conftest import SmallDisk
+
 
 def open_outbox(tmp_path: Path, **bounds: float) -> Outbox:
     return Outbox(OutboxConfig(str(tmp_path / "state" / "outbox.sqlite"), **bounds))  # type: ignore[arg-type]
@@ -235,72 +237,131 @@ def test_an_outbox_damaged_inside_is_set_aside(tmp_path: Path) -> None:
         assert len(box) == 0 and box.append("t", b"x") is not None
 
 
-def test_an_outbox_on_a_full_disk_is_never_moved(tmp_path: Path) -> None:
-    """Only a corrupt file goes aside: one that cannot be opened for want of space is an error, untouched."""
-    import subprocess
-
-    mount = _full_disk(tmp_path)
-    if mount is None:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    try:
-        with Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))) as box:
-            box.append("t", b"kept")
-        with open(mount / "ballast", "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
-        try:
-            Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))).close()
-        except ConfigError:
-            pass  # refused for want of space: fine, as long as nothing was moved
-        assert [p.name for p in mount.iterdir() if "corrupt" in p.name] == []
-        (mount / "ballast").unlink()
-        with Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3"))) as box:
-            assert box.set_aside is None and [m.payload for m in box.peek()] == [b"kept"]
-    finally:
-        subprocess.run(["umount", str(mount)], capture_output=True)
+def test_an_outbox_on_a_full_disk_is_never_moved(small_disk: SmallDisk) -> None:
+    """Only a corrupt file goes aside: one that cannot be opened for want of space stays as it is."""
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        box.append("t", b"kept")
+    small_disk.fill()
+    with Outbox(OutboxConfig(path=path)) as box:
+        assert box.set_aside is None
+    assert [p.name for p in small_disk.path.iterdir() if "corrupt" in p.name] == []
+    small_disk.free()
+    with Outbox(OutboxConfig(path=path)) as box:
+        assert box.set_aside is None and [m.payload for m in box.peek()] == [b"kept"]
 
 
-def _full_disk(tmp_path: Path) -> Path | None:
-    """A 4 MB tmpfs (root only); None where mounting is not allowed."""
-    import subprocess
+def drain(box: Outbox, after: int = 0) -> list[bytes]:
+    """Everything after ``after``, acknowledged as a client would on each PUBACK."""
+    got = []
+    while batch := box.peek(after, 50):
+        for m in batch:
+            got.append(m.payload)
+            box.ack(m.id)
+        after = batch[-1].id
+    return got
 
-    mount = tmp_path / "small"
-    mount.mkdir()
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    return mount if ok.returncode == 0 else None
+
+def test_a_full_disk_holds_messages_in_memory_in_order_and_loses_none(small_disk: SmallDisk) -> None:
+    box = Outbox(OutboxConfig(path=str(small_disk.path / "outbox.sqlite3")))
+    small_disk.fill()
+    payload = b"x" * 500  # 200 of them (and the WAL) fit the disk once the ballast is gone
+    ids = [box.append("t", payload + str(n).encode()) for n in range(200)]
+    assert SPILLED in ids and box.held_in_memory > 0 and box.stats()["write_errors"] >= 1
+    assert len(box) == 200  # every message waits, on file or in memory
+    small_disk.free()  # space is back
+    assert drain(box) == [payload + str(n).encode() for n in range(200)]  # all of them, in order
+    assert box.held_in_memory == 0 and len(box) == 0
+    box.close()
 
 
-def test_a_full_disk_holds_messages_in_memory_in_order_and_loses_none(tmp_path: Path) -> None:
-    import subprocess
+def test_a_full_disk_does_not_hold_up_delivery(small_disk: SmallDisk) -> None:
+    """Messages the file refused are handed out from memory at once; those delivered never reach the file,
+    the others do, with the ids they were handed out with, once there is room."""
+    path = str(small_disk.path / "outbox.sqlite3")
+    box = Outbox(OutboxConfig(path=path))
+    box.append("t", b"before")
+    small_disk.fill()
+    assert [box.append("t", b"full %d" % n) for n in range(6)] == [SPILLED] * 6
+    handed = box.peek(limit=10)
+    assert [m.payload for m in handed] == [b"before"] + [b"full %d" % n for n in range(6)]
+    ids = [m.id for m in handed]
+    assert ids == sorted(set(ids))  # distinct, in order
+    assert box.peek(after_id=ids[2], limit=2) == handed[3:5]
+    for m in handed[:4]:  # delivered while the disk is full
+        assert box.ack(m.id) is True
+    assert box.ack(handed[1].id) is False  # once only
+    assert len(box) == 3 and box.held_in_memory == 3
+    small_disk.free()
+    assert box.peek() == handed[4:]  # the same messages under the same ids, now from the file
+    assert box.held_in_memory == 0
+    box.close()
+    with Outbox(OutboxConfig(path=path)) as again:  # on file: they survive the process
+        assert again.peek() == handed[4:]
 
-    mount = _full_disk(tmp_path)
-    if mount is None:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    try:
-        box = Outbox(OutboxConfig(path=str(mount / "outbox.sqlite3")))
-        ballast = mount / "ballast"
-        with open(ballast, "wb", buffering=0) as f:  # fill what is left of the disk
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
-        payload = b"x" * 500  # 200 of them (and the WAL) fit the disk once the ballast is gone
-        ids = [box.append("t", payload + str(n).encode()) for n in range(200)]
-        assert SPILLED in ids and box.held_in_memory > 0 and box.stats()["write_errors"] >= 1
-        assert len(box) == 200  # every message waits, on file or in memory
-        ballast.unlink()  # space is back
-        got, after = [], 0
-        while batch := box.peek(after, 50):
-            for m in batch:
-                got.append(m.payload)
-                box.ack(m.id)
-            after = batch[-1].id
-        assert got == [payload + str(n).encode() for n in range(200)]  # all of them, in order
-        assert box.held_in_memory == 0 and len(box) == 0
+
+def test_an_outbox_opened_on_a_full_disk_works_from_memory_and_takes_up_its_file_later(
+        small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon restarted while the disk is full still starts and publishes; the messages its file held
+    from before are handed out once the file opens, after the ones handed out meanwhile."""
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        for n in range(3):
+            box.append("t", b"old %d" % n)
+    small_disk.fill()
+    box = Outbox(OutboxConfig(path=path))  # no ConfigError: the daemon starts
+    assert box.peek() == [] and box.held_in_memory == 0
+    assert [box.append("t", b"new %d" % n) for n in range(4)] == [SPILLED] * 4
+    handed = box.peek()
+    assert [m.payload for m in handed] == [b"new %d" % n for n in range(4)]
+    for m in handed[:2]:
+        box.ack(m.id)
+    assert box.peek(after_id=handed[-1].id) == []  # the file is still out of reach
+    small_disk.free()
+    old = box.peek(after_id=handed[-1].id)  # where the client's pointer is
+    assert [m.payload for m in old] == [b"old %d" % n for n in range(3)]
+    assert min(m.id for m in old) > max(m.id for m in handed)  # after everything handed out: none skipped
+    for m in old:
+        box.ack(m.id)
+    assert [m.payload for m in box.peek()] == [b"new 2", b"new 3"]  # handed out, not yet acknowledged
+    later = box.append("t", b"later")
+    assert later is not None and later > max(m.id for m in old)
+    box.close()
+    with Outbox(OutboxConfig(path=path)) as again:
+        assert [m.payload for m in again.peek()] == [b"new 2", b"new 3", b"later"]
+        assert again.append("t", b"next") == later + 1  # ids keep growing across processes
+
+
+def test_the_file_from_before_is_taken_up_with_nothing_held_in_memory(
+        small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        box.append("t", b"old")
+    small_disk.fill()
+    box = Outbox(OutboxConfig(path=path))
+    box.append("t", b"new")
+    [new] = box.peek()
+    box.ack(new.id)  # delivered: nothing is held any more
+    small_disk.free()
+    assert [m.payload for m in box.peek(after_id=new.id)] == [b"old"]
+    box.close()
+
+
+def test_a_daemon_stopped_while_the_disk_is_still_full_says_what_is_lost(
+        small_disk: SmallDisk, caplog: pytest.LogCaptureFixture) -> None:
+    small_disk.fill()
+    box = Outbox(OutboxConfig(path=str(small_disk.path / "outbox.sqlite3")))
+    box.append("t", b"a")
+    box.append("t", b"b")
+    with caplog.at_level("ERROR", logger="voiced.mqtt.outbox"):
         box.close()
-    finally:
-        subprocess.run(["umount", str(mount)], capture_output=True)
+    assert "2 messages held in memory are lost" in caplog.text
+
+
+def test_an_unwritable_outbox_path_is_still_a_configuration_error(tmp_path: Path) -> None:
+    """Only a full disk starts the outbox in memory: a path that can never work is the user's to fix."""
+    (tmp_path / "a-directory").mkdir()
+    with pytest.raises(ConfigError, match="outbox.path"):
+        Outbox(OutboxConfig(path=str(tmp_path / "a-directory")))

@@ -6,13 +6,20 @@ is lost while the broker is away or across a restart of the daemon. The outbox i
 bounded by count, bytes and age: when a bound is exceeded the oldest messages are
 dropped, counted per reason and logged.
 
-Row ids come from AUTOINCREMENT so they never repeat, not even after the newest rows are
-deleted: the client hands messages out by "every id after the last one handed out".
+Ids never repeat, not even after the newest rows are deleted (the table is AUTOINCREMENT and
+the outbox continues from the largest id it has seen): the client hands messages out by "every
+id after the last one handed out". The outbox gives the ids itself, not SQLite, so that a
+message held in memory has its id (and its place in the order) from the start and keeps it when
+it reaches the file.
 
-A full disk (or any write error of SQLite) loses nothing: appends then wait in memory, in
-order, bounded like the file, and reach the file at the next operation after space is back;
-an acknowledgement that cannot be written is remembered and retried (until then the message
-is not handed out again).
+A full disk (or any write error of SQLite) stops neither delivery nor the daemon: appends are
+then held in memory, in order, bounded like the file, handed out and acknowledged from there,
+and those not yet delivered reach the file at the next operation after space is back; an
+acknowledgement that cannot be written is remembered and retried (until then the message is
+not handed out again). If the disk is already full when the outbox opens, it starts from memory
+and opens the file once there is room; the messages the file held from before are then handed
+out after those appended meanwhile (the client has gone past their ids). Messages held in memory
+are lost only if the daemon stops before the disk has room.
 
 A message's age is measured on the boot clock while the machine has not rebooted since the
 append: a Pi has no real-time clock, so its wall clock starts at the last shutdown's time and
@@ -35,7 +42,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import open_outbox_file
+from voiced.mqtt.outbox_file import NoSpace, no_space, open_outbox_file
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
@@ -50,6 +57,8 @@ _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 _Row = tuple[str, bytes, int, bool, float, str, float]
 """topic, payload, qos, retain, created (wall clock), boot id, seconds since that boot."""
+_REOPEN_EVERY_S = 5.0
+"""How often an outbox whose file could not be opened for want of space tries again."""
 
 
 @functools.cache
@@ -125,22 +134,52 @@ class Outbox:
 
     def __init__(self, config: OutboxConfig) -> None:
         self.config = config
-        path = Path(config.path)
-        self._db, self.set_aside = open_outbox_file(path, config.fsync)
-        """Where a corrupt outbox file found at start was moved (None: there was none)."""
-        try:
-            count, size = self._db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
         self._lock = threading.Lock()
         self._closed = False
-        self._count: int = count
-        self._bytes: int = size
+        self._db: sqlite3.Connection | None = None  # None: the disk was full when the file was to open
+        self.set_aside: Path | None = None
+        """Where a corrupt outbox file found at start was moved (None: there was none)."""
+        self._count = 0  # messages in the file
+        self._bytes = 0
+        self._next_id = 1
         self._dropped = {reason: 0 for reason in DropReason}
-        self._spill: list[_Row] = []  # appends the file refused, oldest first
+        self._spill: dict[int, _Row] = {}  # appends the file refused, by id, oldest first
         self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
+        self._reopen_at = 0.0
         self.write_errors = 0
+        try:
+            self._attach_locked()
+        except NoSpace as exc:
+            self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
+            log.error("outbox %s: %s: the disk is full; messages are sent from memory until it has room (lost if "
+                      "the daemon stops before)", config.path, exc)
+
+    def _attach_locked(self) -> None:
+        """Open the file and take up its messages; NoSpace if the disk is (still) full."""
+        path = Path(self.config.path)
+        db, set_aside = open_outbox_file(path, self.config.fsync)
+        try:
+            count, size, top = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0), COALESCE(MAX(id), 0) FROM outbox").fetchone()
+            seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+            top = max(top, seq[0] if seq else 0)
+            if count and self._next_id > 1:
+                # Opened late (full disk at start): ids up to _next_id are taken by messages held in
+                # memory, handed out already perhaps. The file's messages move past them, in their order.
+                shift = top + self._next_id
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("UPDATE outbox SET id = id + ?", (shift,))
+                db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (top + shift,))
+                db.execute("COMMIT")
+                top += shift
+        except sqlite3.Error as exc:
+            db.close()
+            if no_space(path, exc):
+                raise NoSpace(f"cannot take up {path}: {exc}") from None
+            raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
+        self._db, self.set_aside = db, set_aside or self.set_aside
+        self._count, self._bytes = count, size
+        self._next_id = max(self._next_id, top + 1)
         if count:
             log.info("outbox %s holds %d messages (%d bytes) from before", path, count, size)
 
@@ -157,65 +196,85 @@ class Outbox:
                 self._count_drop(DropReason.MAX_BYTES, 1, f"a {size}-byte message on {topic}, larger than the outbox")
                 return None
             row = (topic, payload, qos, retain, time.time(), _boot_id(), _since_boot())
-            if self._spill and not self._unspill_locked():
-                return self._spill_locked(row)  # behind the others, to keep the order
+            message_id = self._next_id
+            self._next_id += 1
+            if (self._spill or self._db is None) and not self._unspill_locked():
+                return self._spill_locked(message_id, row)  # behind the others, to keep the order
             try:
-                return self._insert_locked(row)
+                return self._insert_locked(message_id, row)
             except sqlite3.Error as exc:
                 self._write_failed(exc)
-                return self._spill_locked(row)
+                return self._spill_locked(message_id, row)
 
-    def _insert_locked(self, row: _Row) -> int:
+    def _file_locked(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise sqlite3.OperationalError("the outbox file is not open (the disk was full)")
+        return self._db
+
+    def _insert_locked(self, message_id: int, row: _Row) -> int:
+        db = self._file_locked()
         topic, payload, qos, retain, created, boot_id, since_boot = row
         size = len(payload)
         count, nbytes = self._count, self._bytes
         # One transaction: the evictions and the insert reach the file together.
-        self._db.execute("BEGIN IMMEDIATE")
+        db.execute("BEGIN IMMEDIATE")
         try:
             self._expire_locked()
             self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
             self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
-            cur = self._db.execute(
-                "INSERT INTO outbox (topic, payload, qos, retain, created, boot_id, since_boot)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (topic, payload, qos, int(retain), created, boot_id, since_boot),
+            db.execute(
+                "INSERT INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (message_id, topic, payload, qos, int(retain), created, boot_id, since_boot),
             )
-            self._db.execute("COMMIT")
+            db.execute("COMMIT")
         except BaseException:
             try:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # nothing was begun, or SQLite rolled back by itself
             self._count, self._bytes = count, nbytes
             raise
         self._count += 1
         self._bytes += size
-        return int(cur.lastrowid or 0)
+        return message_id
 
-    def _spill_locked(self, row: _Row) -> int:
-        self._spill.append(row)
+    def _spill_locked(self, message_id: int, row: _Row) -> int:
+        self._spill[message_id] = row
         if len(self._spill) + self._count > self.config.max_messages:
-            self._spill.pop(0)
+            del self._spill[next(iter(self._spill))]
             self._count_drop(DropReason.MAX_MESSAGES, 1, "the oldest message held in memory (disk full)")
         return SPILLED
 
     def _unspill_locked(self) -> bool:
         """Move the messages held in memory to the file, oldest first; True when none is left."""
-        checkpointed = False
-        while self._spill:
+        if self._db is None:
+            if time.monotonic() < self._reopen_at:
+                return False
             try:
-                self._insert_locked(self._spill[0])
+                self._attach_locked()
+            except (NoSpace, ConfigError) as exc:  # no room yet, or worse: the messages stay in memory
+                self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
+                log.debug("outbox %s still cannot be opened: %s", self.config.path, exc)
+                return False
+            log.info("outbox %s: opened now that the disk has room", self.config.path)
+        checkpointed, held = False, bool(self._spill)
+        while self._spill:
+            oldest = next(iter(self._spill))
+            try:
+                self._insert_locked(oldest, self._spill[oldest])
             except sqlite3.Error:
                 if checkpointed:
                     return False
                 checkpointed = True
                 try:  # the WAL may be what fills the disk: fold it into the file and cut it short
-                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._file_locked().execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 except sqlite3.Error:
                     return False
                 continue
-            self._spill.pop(0)
-        log.info("outbox %s: the file takes messages again", self.config.path)
+            del self._spill[oldest]
+        if held:
+            log.info("outbox %s: the file takes messages again", self.config.path)
         return True
 
     def _write_failed(self, exc: sqlite3.Error) -> None:
@@ -225,6 +284,8 @@ class Outbox:
                 self.config.path, exc, self.write_errors)
 
     def _retry_deletes_locked(self) -> None:
+        if self._db is None:
+            return
         for message_id in sorted(self._unacked_deletes):
             try:
                 self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
@@ -242,7 +303,7 @@ class Outbox:
         """Up to ``limit`` messages with an id above ``after_id``, oldest first (expired ones dropped)."""
         with self._lock:
             self._check_open()
-            if self._spill:
+            if self._spill or self._db is None:
                 self._unspill_locked()
             if self._unacked_deletes:
                 self._retry_deletes_locked()
@@ -250,18 +311,30 @@ class Outbox:
                 self._expire_locked()
             except sqlite3.Error as exc:  # expiry can wait for space
                 self._write_failed(exc)
-            rows = self._db.execute(
+            rows = [] if self._db is None else self._db.execute(
                 "SELECT id, topic, payload, qos, retain, created FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
                 (after_id, limit + len(self._unacked_deletes)),
             ).fetchall()
-        messages = [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows
-                    if i not in self._unacked_deletes]
+            messages = [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows
+                        if i not in self._unacked_deletes]
+            held = 0
+            for i, (topic, payload, qos, retain, created, *_) in self._spill.items():  # ascending ids
+                if i > after_id:
+                    messages.append(OutboxMessage(i, topic, payload, qos, retain, created))
+                    held += 1
+                    if held == limit:
+                        break
+        messages.sort(key=lambda m: m.id)  # the file's from before a full-disk start come after these
         return messages[:limit]
 
     def ack(self, message_id: int) -> bool:
         """Delete a delivered message; False if it was already gone (dropped meanwhile)."""
         with self._lock:
             self._check_open()
+            if self._spill.pop(message_id, None) is not None:
+                return True  # delivered before it reached the file: it never will
+            if self._db is None:
+                return False
             row = self._db.execute("SELECT LENGTH(payload) FROM outbox WHERE id = ?", (message_id,)).fetchone()
             if row is None or message_id in self._unacked_deletes:
                 return False
@@ -275,11 +348,10 @@ class Outbox:
             return True
 
     def last_id(self) -> int:
-        """The largest id ever handed out (0 for a new outbox)."""
+        """The largest id ever given (0 for a new outbox)."""
         with self._lock:
             self._check_open()
-            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
-        return int(row[0]) if row else 0
+            return self._next_id - 1
 
     def __len__(self) -> int:
         """Messages waiting, on file and in memory."""
@@ -288,14 +360,17 @@ class Outbox:
 
     @property
     def size_bytes(self) -> int:
-        """Payload bytes waiting."""
+        """Payload bytes waiting, on file and in memory."""
         with self._lock:
-            return self._bytes
+            return self._bytes_locked()
+
+    def _bytes_locked(self) -> int:
+        return self._bytes + sum(len(row[1]) for row in self._spill.values())
 
     def stats(self) -> Mapping[str, int]:
         """``queued``, ``queued_bytes`` and ``dropped_<reason>`` for each DropReason (this process)."""
         with self._lock:
-            out: dict[str, int] = {"queued": self._count + len(self._spill), "queued_bytes": self._bytes,
+            out: dict[str, int] = {"queued": self._count + len(self._spill), "queued_bytes": self._bytes_locked(),
                                    "held_in_memory": len(self._spill), "write_errors": self.write_errors,
                                    "corrupt_file_set_aside": int(self.set_aside is not None)}
             out.update({f"dropped_{r.value}": n for r, n in self._dropped.items()})
@@ -305,18 +380,20 @@ class Outbox:
         """Close the database; messages not acknowledged stay for the next start."""
         with self._lock:
             if not self._closed:
+                self._reopen_at = 0.0  # a last try to open the file, however recent the one before
                 if self._spill and not self._unspill_locked():
                     log.error("outbox %s: %d messages held in memory are lost: the disk is still full",
                               self.config.path, len(self._spill))
                 self._closed = True
-                self._db.close()
+                if self._db is not None:
+                    self._db.close()
 
     def _check_open(self) -> None:
         if self._closed:
             raise VoicedError(f"outbox {self.config.path} is closed")
 
     def _expire_locked(self) -> None:
-        if not self.config.max_age_s or not self._count:
+        if not self.config.max_age_s or not self._count or self._db is None:
             return
         boot = _boot_id()
         # this boot's messages by the boot clock, earlier boots' (and unknown ones) by the wall clock
@@ -332,14 +409,15 @@ class Outbox:
             self._count_drop(DropReason.MAX_AGE, n, f"{n} messages older than {self.config.max_age_s:g} s")
 
     def _evict_locked(self, reason: DropReason, over: Callable[[], bool]) -> None:
+        db = self._file_locked()
         dropped = 0
         while self._count and over():
             # Oldest first, a batch at a time: one statement per message would be slow at the bound.
-            rows = self._db.execute("SELECT id, LENGTH(payload) FROM outbox ORDER BY id LIMIT 64").fetchall()
+            rows = db.execute("SELECT id, LENGTH(payload) FROM outbox ORDER BY id LIMIT 64").fetchall()
             for message_id, size in rows:
                 if not over():
                     break
-                self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+                db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
                 self._count -= 1
                 self._bytes -= size
                 dropped += 1

@@ -5,20 +5,24 @@ An SD card that lost power at the wrong moment, or began to fail, can leave a fi
 longer reads. Refusing to start would lose every message to come and leave the device in a
 restart loop until someone deletes the file by hand; instead the file is renamed to
 ``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``), kept for whoever wants to
-recover what it held, and a new outbox begins. A path that cannot be opened at all (permissions,
-a directory, a full disk) is a configuration error, as before: nothing is moved then.
+recover what it held, and a new outbox begins. A file that cannot be opened for want of space
+raises :class:`NoSpace` (the outbox then works from memory until the disk has room); any other
+path that cannot be opened (permissions, a directory) is a configuration error. Nothing is moved
+in either case.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 import sqlite3
 import time
 from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["open_outbox_file"]
+__all__ = ["NoSpace", "no_space", "open_outbox_file"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +43,19 @@ _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''
 """An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
 _COMPANIONS = ("-wal", "-shm")
 """SQLite's files beside the database in WAL mode; they belong to it and go aside with it."""
+_ROOM_NEEDED = 256 * 1024
+"""Free bytes below which a failed open is put down to a full disk: opening in WAL mode writes
+the -shm index (32 KiB) and the first -wal frames."""
+
+
+class NoSpace(Exception):
+    """The outbox file cannot be opened because its disk is full."""
 
 
 def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path | None]:
     """The connection to the outbox at ``path`` (created with its directory), and where a corrupt
     file found there was set aside (None if there was none). ConfigError names the path when it
-    cannot be opened at all."""
+    cannot be opened at all; NoSpace when a full disk is why."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -57,7 +68,23 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
                       "not sent", path, exc, aside)
             return _open(path, fsync), aside
     except (OSError, sqlite3.Error) as exc:
+        if no_space(path, exc):
+            raise NoSpace(f"cannot open {path}: {exc}") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def no_space(path: Path, exc: BaseException) -> bool:
+    """Whether ``exc``, raised by opening or writing the outbox at ``path``, comes of a full disk."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return True
+    # SQLite often reports a full disk as an I/O error (the -shm index could not be grown): ask the disk
+    folder = next((p for p in (path.parent, *path.parents) if p.is_dir()), None)
+    try:
+        return folder is not None and shutil.disk_usage(folder).free < _ROOM_NEEDED
+    except OSError:
+        return False
 
 
 def _open(path: Path, fsync: bool) -> sqlite3.Connection:
