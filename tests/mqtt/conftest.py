@@ -355,6 +355,10 @@ class SmallDisk:
     def free(self) -> None:
         self._ballast.unlink()
 
+    def read_only(self, on: bool = True) -> None:
+        """Remount read-only, as the kernel does with an SD card that reports errors (or back)."""
+        subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.path)], check=True)
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:

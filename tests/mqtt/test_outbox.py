@@ -360,6 +360,23 @@ def test_a_daemon_stopped_while_the_disk_is_still_full_says_what_is_lost(
     assert "2 messages held in memory are lost" in caplog.text
 
 
+def test_a_daemon_restarted_on_a_read_only_disk_starts_from_memory(
+        small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SD card the kernel remounted read-only after errors is met like a full disk."""
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        box.append("t", b"old")
+    small_disk.read_only()
+    restarted = Outbox(OutboxConfig(path=path))  # no ConfigError: the daemon starts
+    assert restarted.append("t", b"after") == SPILLED
+    [after] = restarted.peek()
+    assert after.payload == b"after"
+    small_disk.read_only(False)
+    assert [m.payload for m in restarted.peek(after_id=after.id)] == [b"old"]
+    restarted.close()
+
+
 def test_an_unwritable_outbox_path_is_still_a_configuration_error(tmp_path: Path) -> None:
     """Only a full disk starts the outbox in memory: a path that can never work is the user's to fix."""
     (tmp_path / "a-directory").mkdir()

@@ -12,14 +12,15 @@ id after the last one handed out". The outbox gives the ids itself, not SQLite, 
 message held in memory has its id (and its place in the order) from the start and keeps it when
 it reaches the file.
 
-A full disk (or any write error of SQLite) stops neither delivery nor the daemon: appends are
-then held in memory, in order, bounded like the file, handed out and acknowledged from there,
-and those not yet delivered reach the file at the next operation after space is back; an
-acknowledgement that cannot be written is remembered and retried (until then the message is
-not handed out again). If the disk is already full when the outbox opens, it starts from memory
-and opens the file once there is room; the messages the file held from before are then handed
-out after those appended meanwhile (the client has gone past their ids). Messages held in memory
-are lost only if the daemon stops before the disk has room.
+A full disk (or a read-only one, or any write error of SQLite) stops neither delivery nor the
+daemon: appends are then held in memory, in order, bounded like the file, handed out and
+acknowledged from there, and those not yet delivered reach the file at the next operation after
+the disk takes writes again; an acknowledgement that cannot be written is remembered and retried
+(until then the message is not handed out again). If the disk is already full or read-only when
+the outbox opens, it starts from memory and opens the file once the disk takes writes; the
+messages the file held from before are then handed out after those appended meanwhile (the
+client has gone past their ids). Messages held in memory are lost only if the daemon stops
+before the disk takes writes.
 
 A message's age is measured on the boot clock while the machine has not rebooted since the
 append: a Pi has no real-time clock, so its wall clock starts at the last shutdown's time and
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import NoSpace, no_space, open_outbox_file
+from voiced.mqtt.outbox_file import DiskUnavailable, disk_unavailable, open_outbox_file
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
@@ -58,7 +59,7 @@ _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 _Row = tuple[str, bytes, int, bool, float, str, float]
 """topic, payload, qos, retain, created (wall clock), boot id, seconds since that boot."""
 _REOPEN_EVERY_S = 5.0
-"""How often an outbox whose file could not be opened for want of space tries again."""
+"""How often an outbox whose file could not be opened (disk full or read-only) tries again."""
 
 
 @functools.cache
@@ -136,7 +137,7 @@ class Outbox:
         self.config = config
         self._lock = threading.Lock()
         self._closed = False
-        self._db: sqlite3.Connection | None = None  # None: the disk was full when the file was to open
+        self._db: sqlite3.Connection | None = None  # None: the disk was full or read-only at the open
         self.set_aside: Path | None = None
         """Where a corrupt outbox file found at start was moved (None: there was none)."""
         self._count = 0  # messages in the file
@@ -149,13 +150,13 @@ class Outbox:
         self.write_errors = 0
         try:
             self._attach_locked()
-        except NoSpace as exc:
+        except DiskUnavailable as exc:
             self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
-            log.error("outbox %s: %s: the disk is full; messages are sent from memory until it has room (lost if "
-                      "the daemon stops before)", config.path, exc)
+            log.error("outbox: %s; messages are sent from memory until it takes writes (lost if the daemon stops "
+                      "before)", exc)
 
     def _attach_locked(self) -> None:
-        """Open the file and take up its messages; NoSpace if the disk is (still) full."""
+        """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or read-only."""
         path = Path(self.config.path)
         db, set_aside = open_outbox_file(path, self.config.fsync)
         try:
@@ -164,7 +165,7 @@ class Outbox:
             seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
             top = max(top, seq[0] if seq else 0)
             if count and self._next_id > 1:
-                # Opened late (full disk at start): ids up to _next_id are taken by messages held in
+                # Opened late (disk full or read-only at start): ids up to _next_id are taken by messages held in
                 # memory, handed out already perhaps. The file's messages move past them, in their order.
                 shift = top + self._next_id
                 db.execute("BEGIN IMMEDIATE")
@@ -174,8 +175,9 @@ class Outbox:
                 top += shift
         except sqlite3.Error as exc:
             db.close()
-            if no_space(path, exc):
-                raise NoSpace(f"cannot take up {path}: {exc}") from None
+            why = disk_unavailable(path, exc)
+            if why:
+                raise DiskUnavailable(f"cannot take up {path}: {exc} (the disk is {why})") from None
             raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
         self._db, self.set_aside = db, set_aside or self.set_aside
         self._count, self._bytes = count, size
@@ -208,7 +210,7 @@ class Outbox:
 
     def _file_locked(self) -> sqlite3.Connection:
         if self._db is None:
-            raise sqlite3.OperationalError("the outbox file is not open (the disk was full)")
+            raise sqlite3.OperationalError("the outbox file is not open (its disk was full or read-only)")
         return self._db
 
     def _insert_locked(self, message_id: int, row: _Row) -> int:
@@ -243,7 +245,7 @@ class Outbox:
         self._spill[message_id] = row
         if len(self._spill) + self._count > self.config.max_messages:
             del self._spill[next(iter(self._spill))]
-            self._count_drop(DropReason.MAX_MESSAGES, 1, "the oldest message held in memory (disk full)")
+            self._count_drop(DropReason.MAX_MESSAGES, 1, "the oldest message held in memory (the file takes none)")
         return SPILLED
 
     def _unspill_locked(self) -> bool:
@@ -253,7 +255,7 @@ class Outbox:
                 return False
             try:
                 self._attach_locked()
-            except (NoSpace, ConfigError) as exc:  # no room yet, or worse: the messages stay in memory
+            except (DiskUnavailable, ConfigError) as exc:  # not yet, or worse: the messages stay in memory
                 self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
                 log.debug("outbox %s still cannot be opened: %s", self.config.path, exc)
                 return False
@@ -295,7 +297,7 @@ class Outbox:
 
     @property
     def held_in_memory(self) -> int:
-        """Messages waiting for the file to take them (disk full)."""
+        """Messages waiting for the file to take them (disk full or read-only)."""
         with self._lock:
             return len(self._spill)
 
@@ -324,7 +326,7 @@ class Outbox:
                     held += 1
                     if held == limit:
                         break
-        messages.sort(key=lambda m: m.id)  # the file's from before a full-disk start come after these
+        messages.sort(key=lambda m: m.id)  # the file's from before a late open come after these
         return messages[:limit]
 
     def ack(self, message_id: int) -> bool:
@@ -382,7 +384,7 @@ class Outbox:
             if not self._closed:
                 self._reopen_at = 0.0  # a last try to open the file, however recent the one before
                 if self._spill and not self._unspill_locked():
-                    log.error("outbox %s: %d messages held in memory are lost: the disk is still full",
+                    log.error("outbox %s: %d messages held in memory are lost: the file still takes none",
                               self.config.path, len(self._spill))
                 self._closed = True
                 if self._db is not None:

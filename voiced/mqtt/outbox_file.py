@@ -5,16 +5,18 @@ An SD card that lost power at the wrong moment, or began to fail, can leave a fi
 longer reads. Refusing to start would lose every message to come and leave the device in a
 restart loop until someone deletes the file by hand; instead the file is renamed to
 ``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``), kept for whoever wants to
-recover what it held, and a new outbox begins. A file that cannot be opened for want of space
-raises :class:`NoSpace` (the outbox then works from memory until the disk has room); any other
-path that cannot be opened (permissions, a directory) is a configuration error. Nothing is moved
-in either case.
+recover what it held, and a new outbox begins. A file that cannot be opened because its disk
+is full or mounted read-only (what the kernel does to an SD card that reports errors) raises
+:class:`DiskUnavailable` (the outbox then works from memory until the disk takes writes); any
+other path that cannot be opened (permissions, a directory) is a configuration error. Nothing is
+moved in either case.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import sqlite3
 import time
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["NoSpace", "no_space", "open_outbox_file"]
+__all__ = ["DiskUnavailable", "disk_unavailable", "open_outbox_file"]
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +50,14 @@ _ROOM_NEEDED = 256 * 1024
 the -shm index (32 KiB) and the first -wal frames."""
 
 
-class NoSpace(Exception):
-    """The outbox file cannot be opened because its disk is full."""
+class DiskUnavailable(Exception):
+    """The outbox file cannot be opened because its disk is full or read-only."""
 
 
 def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path | None]:
     """The connection to the outbox at ``path`` (created with its directory), and where a corrupt
     file found there was set aside (None if there was none). ConfigError names the path when it
-    cannot be opened at all; NoSpace when a full disk is why."""
+    cannot be opened at all; DiskUnavailable when a full or read-only disk is why."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -68,23 +70,31 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
                       "not sent", path, exc, aside)
             return _open(path, fsync), aside
     except (OSError, sqlite3.Error) as exc:
-        if no_space(path, exc):
-            raise NoSpace(f"cannot open {path}: {exc}") from None
+        why = disk_unavailable(path, exc)
+        if why:
+            raise DiskUnavailable(f"cannot open {path}: {exc} (the disk is {why})") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
 
 
-def no_space(path: Path, exc: BaseException) -> bool:
-    """Whether ``exc``, raised by opening or writing the outbox at ``path``, comes of a full disk."""
+def disk_unavailable(path: Path, exc: BaseException) -> str | None:
+    """"full" or "read-only" when that is why ``exc`` was raised by opening or writing the outbox at
+    ``path``; None for any other cause."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
+        return "full"
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return "read-only"
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        return True
-    # SQLite often reports a full disk as an I/O error (the -shm index could not be grown): ask the disk
+        return "full"
+    # SQLite reports either as an I/O error or "unable to open database file": ask the disk itself
     folder = next((p for p in (path.parent, *path.parents) if p.is_dir()), None)
+    if folder is None:
+        return None
     try:
-        return folder is not None and shutil.disk_usage(folder).free < _ROOM_NEEDED
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only"
+        return "full" if shutil.disk_usage(folder).free < _ROOM_NEEDED else None
     except OSError:
-        return False
+        return None
 
 
 def _open(path: Path, fsync: bool) -> sqlite3.Connection:
