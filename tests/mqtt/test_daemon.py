@@ -467,12 +467,17 @@ state_dir = "state"
                                 if t == "hermes/intent/HassTurnOn"), "the reloaded name")
 
 
-def test_a_daemon_restarted_on_a_full_disk_starts_and_answers(
-        tmp_path, broker, subscriber_factory, running, small_disk) -> None:
-    """/var full (a runaway log) and the daemon restarted: voice control goes on, from memory."""
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+def test_a_daemon_restarted_on_a_disk_that_takes_no_writes_starts_and_answers(
+        tmp_path, broker, subscriber_factory, running, small_disk, disk) -> None:
+    """/var full (a runaway log), or the SD card remounted read-only after errors, with no state directory
+    yet (a fresh install) or one from before: voice control goes on, from memory."""
     config = make_config(tmp_path, broker, daemon={"state_dir": str(small_disk.path / "state")})
-    running(config).stop(timeout=2)  # a first run leaves its state directory and outbox
-    small_disk.fill()
+    if disk == "full":
+        running(config).stop(timeout=2)  # a first run leaves its state directory and outbox
+        small_disk.fill()
+    else:
+        small_disk.read_only()
     sub = subscriber_factory(broker, "hermes/#")
     daemon = running(config)
     assert daemon.client.wait_connected(10)

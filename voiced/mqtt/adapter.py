@@ -67,8 +67,8 @@ class HermesAdapter:
         self.core = core
         self.config = config
         self.site_id = config.site.id
+        # the outbox makes the state directory itself: on a full or read-only disk it starts from memory
         state_dir = config.daemon.resolved_state_dir()
-        state_dir.mkdir(parents=True, exist_ok=True)
         self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / "outbox.sqlite3"))))
         wake = core.models.wake
         self.discovery = Discovery(
