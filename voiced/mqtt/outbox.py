@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import DiskUnavailable, disk_unavailable, open_outbox_file
+from voiced.mqtt.outbox_file import DiskUnavailable, open_outbox_file, take_up
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
@@ -159,26 +159,7 @@ class Outbox:
         """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or read-only."""
         path = Path(self.config.path)
         db, set_aside = open_outbox_file(path, self.config.fsync)
-        try:
-            count, size, top = db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0), COALESCE(MAX(id), 0) FROM outbox").fetchone()
-            seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
-            top = max(top, seq[0] if seq else 0)
-            if count and self._next_id > 1:
-                # Opened late (disk full or read-only at start): ids up to _next_id are taken by messages held in
-                # memory, handed out already perhaps. The file's messages move past them, in their order.
-                shift = top + self._next_id
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("UPDATE outbox SET id = id + ?", (shift,))
-                db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (top + shift,))
-                db.execute("COMMIT")
-                top += shift
-        except sqlite3.Error as exc:
-            db.close()
-            why = disk_unavailable(path, exc)
-            if why:
-                raise DiskUnavailable(f"cannot take up {path}: {exc} (the disk is {why})") from None
-            raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
+        count, size, top = take_up(path, db, self._next_id - 1)
         self._db, self.set_aside = db, set_aside or self.set_aside
         self._count, self._bytes = count, size
         self._next_id = max(self._next_id, top + 1)

@@ -1,5 +1,6 @@
-"""The outbox's SQLite file: opened in WAL mode, its schema brought up to date, and a corrupt
-file set aside so the daemon still starts.
+"""The outbox's SQLite file: opened in WAL mode, its schema brought up to date, a corrupt file
+set aside so the daemon still starts, and its messages taken up (renumbered when the file could
+only be opened late).
 
 An SD card that lost power at the wrong moment, or began to fail, can leave a file SQLite no
 longer reads. Refusing to start would lose every message to come and leave the device in a
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "disk_unavailable", "open_outbox_file"]
+__all__ = ["DiskUnavailable", "disk_unavailable", "open_outbox_file", "take_up"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,34 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
         if why:
             raise DiskUnavailable(f"cannot open {path}: {exc} (the disk is {why})") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def take_up(path: Path, db: sqlite3.Connection, taken: int) -> tuple[int, int, int]:
+    """Messages, payload bytes and the largest id ever given in the outbox ``db`` (at ``path``).
+
+    ``taken``: ids 1..taken were given while the file could not be opened, to messages held in
+    memory and handed out already perhaps; the file's messages then move past them, in their
+    order, so that "every id after the last one handed out" finds them. Closes ``db`` and raises
+    DiskUnavailable or ConfigError when it cannot."""
+    try:
+        count, size, top = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0), COALESCE(MAX(id), 0) FROM outbox").fetchone()
+        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        top = max(top, seq[0] if seq else 0)
+        if count and taken:
+            shift = top + taken + 1  # every id moves above both the file's and those taken
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("UPDATE outbox SET id = id + ?", (shift,))
+            db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'outbox'", (top + shift,))
+            db.execute("COMMIT")
+            top += shift
+    except sqlite3.Error as exc:
+        db.close()
+        why = disk_unavailable(path, exc)
+        if why:
+            raise DiskUnavailable(f"cannot take up {path}: {exc} (the disk is {why})") from None
+        raise ConfigError("outbox.path", f"cannot read {path}: {exc}", str(path)) from None
+    return count, size, top
 
 
 def disk_unavailable(path: Path, exc: BaseException) -> str | None:
