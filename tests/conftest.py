@@ -42,3 +42,5 @@ def models(shared: Path) -> Path:
 
 # Session fixtures with the real Whisper weights (whisper_model_dir …), shared by the ASR and quantize tests.
 from tests.whisper_fixtures import ct2_whisper, whisper_int8_dir, whisper_model_dir  # noqa: E402,F401
+# small_disk: a tmpfs to fill or remount read-only (the outbox, the daemon and doctor tests).
+from tests.disk_fixtures import small_disk  # noqa: E402,F401

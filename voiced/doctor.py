@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -123,6 +125,7 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         checks += _check_models(config, options)
         checks.append(_check_intents(config, where))
         checks.append(_check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
+        checks.append(_check_state(config.daemon.resolved_state_dir(), where))
     checks += _check_governor(options.cpufreq_root)
     profile_checks, profile = _check_profile(options)
     checks += profile_checks
@@ -337,6 +340,23 @@ def _check_broker(host: str, port: int, timeout: float, where: str) -> Check:
                      f"start the broker (systemctl status mosquitto) or correct mqtt.host / mqtt.port in {where}; "
                      "voiced keeps retrying, but nothing is published meanwhile")
     return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TCP connections")
+
+
+def _check_state(state_dir: Path, where: str) -> Check:
+    from voiced.mqtt.outbox_file import disk_state
+
+    disk = disk_state(state_dir / "outbox")
+    if disk:
+        return Check("state", CheckStatus.WARN, f"{state_dir} is on a {disk} disk: the outbox works from memory "
+                     "(what it holds is lost if voiced stops before the disk takes writes)",
+                     "free space on it" if disk == "full" else "check the SD card (dmesg) and remount it read-write")
+    folder = next(p for p in (state_dir, *state_dir.parents) if p.is_dir())
+    if not os.access(folder, os.W_OK | os.X_OK):
+        made = "" if folder == state_dir else f" (to make {state_dir})"
+        return Check("state", CheckStatus.FAIL, f"{folder} is not writable{made}: the outbox cannot be opened",
+                     f"give the service user the directory (systemd StateDirectory=voiced) or set daemon.state_dir in {where}")
+    free = shutil.disk_usage(folder).free
+    return Check("state", CheckStatus.OK, f"{state_dir} writable, {free / 1e6:,.0f} MB free")
 
 
 # -- CPU ---------------------------------------------------------------------------------------

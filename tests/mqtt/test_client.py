@@ -22,7 +22,9 @@ from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 
-from .conftest import Broker, Gate, SmallDisk, Subscriber, raw_publish
+from tests.disk_fixtures import SmallDisk
+
+from .conftest import Broker, Gate, Subscriber, raw_publish
 
 REPO = Path(__file__).resolve().parents[2]
 AVAILABILITY = "voiced/test/availability"

@@ -12,7 +12,7 @@ import voiced.mqtt.outbox as outbox_module
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
 
-from .conftest import SmallDisk
+from tests.disk_fixtures import SmallDisk
 
 
 def open_outbox(tmp_path: Path, **bounds: float) -> Outbox:

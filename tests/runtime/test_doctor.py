@@ -22,6 +22,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.audio.test_alsa import _alsa_conf, needs_alsa
+from tests.disk_fixtures import SmallDisk
 from tests.modelgen.transducer import make_transducer
 from voiced.doctor import Check, CheckStatus, DoctorOptions, run_checks, run_doctor
 from voiced.errors import ModelError
@@ -98,6 +99,7 @@ def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
     assert "[ ok ] hardware: profile x86-64" in out
     assert "[ ok ] affinity capture: pinned to cores 0" in out
     assert "[ ok ] intents: off: transcripts only, every query is answered intentNotRecognized" in out
+    assert re.search(r"\[ ok \] state: \S+ writable, [\d,]+ MB free", out)
 
 
 def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
@@ -205,3 +207,23 @@ def test_wake_word_without_its_streaming_front_end_is_warned(tmp_path: Path, bro
     vad_like_model(wake / "frontend.stream.onnx")
     check = by_name(run_checks(config, options))["wake.directory"]
     assert check.status is CheckStatus.OK and str(wake / "frontend.stream.onnx") in check.message
+
+
+def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: SmallDisk) -> None:
+    """The daemon runs there (its outbox from memory), but what it holds is lost if it stops: a warning."""
+    state = small_disk.path / "state"
+    config = small_disk.path.parent / "voiced.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{state}"\n')
+
+    def check() -> Check:
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64")))["state"]
+
+    assert check().status is CheckStatus.OK and f"{state} writable" in check().message
+    small_disk.fill()
+    full = check()
+    assert full.status is CheckStatus.WARN and "full disk" in full.message and full.fix == "free space on it"
+    small_disk.free()
+    small_disk.read_only()
+    read_only = check()
+    assert read_only.status is CheckStatus.WARN and "read-only disk" in read_only.message
+    assert "remount it read-write" in read_only.fix

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "disk_unavailable", "open_outbox_file", "take_up"]
+__all__ = ["DiskUnavailable", "disk_state", "disk_unavailable", "open_outbox_file", "take_up"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,11 @@ def disk_unavailable(path: Path, exc: BaseException) -> str | None:
         return "read-only"
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
         return "full"
-    # SQLite reports either as an I/O error or "unable to open database file": ask the disk itself
+    return disk_state(path)  # SQLite reports either as an I/O error or "unable to open database file"
+
+
+def disk_state(path: Path) -> str | None:
+    """"full" or "read-only" when the disk that holds (or would hold) ``path`` takes no writes, else None."""
     folder = next((p for p in (path.parent, *path.parents) if p.is_dir()), None)
     if folder is None:
         return None
