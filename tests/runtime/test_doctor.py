@@ -164,7 +164,7 @@ def test_affinity_is_checked_per_stage_and_clamping_warned() -> None:
 
 
 def test_checksum_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: tuple[str, int]) -> None:
-    from voiced import doctor
+    from voiced.doctor import setup as doctor
 
     vad = vad_like_model(tmp_path / "vad.onnx")
     config = write_config(tmp_path / "voiced.toml", source="none", vad=vad, asr=None, host=broker[0], port=broker[1])

@@ -1,0 +1,80 @@
+"""``voiced doctor``: check the things a daemon needs and say what to fix.
+
+Checks, each printed as ``[ ok ]``, ``[warn]`` or ``[FAIL]`` with a ``fix:`` line: the config
+file; the capture device and the rates it opens at (and the playback device); model files
+(present, loadable, and their checksums when ``voiced.models.manifest`` offers
+``verify_model_file``); the intents (off, or how many load from where); the broker (a TCP
+connect); the state directory (writable, and whether its disk takes writes); the CPU governor;
+and that pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO
+for capture). Any ``FAIL`` makes the exit code 1. The setup's checks are in ``setup``, the
+machine's in ``machine``.
+
+Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
+``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
+``mqtt.host``, ``mqtt.port`` and ``daemon.state_dir`` of a config object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from voiced.doctor.machine import check_capture, check_governor, check_playback, check_profile
+from voiced.doctor.report import Check, CheckStatus, DoctorOptions
+from voiced.doctor.setup import check_broker, check_intents, check_models, check_state, load_config
+
+__all__ = ["Check", "CheckStatus", "DoctorOptions", "main", "run_checks", "run_doctor"]
+
+
+def run_doctor(config_path: str | Path | None = None,
+               options: DoctorOptions | None = None) -> tuple[list[str], int]:
+    """Run every check; the report's lines and the exit code (1 when something is broken)."""
+    config, loaded = load_config(config_path)
+    checks = run_checks(config_path, options, loaded=(config, loaded))
+    lines = [line for check in checks for line in check.lines()]
+    if config is not None:
+        from voiced.cloud import doctor_lines
+
+        lines += doctor_lines(config.cloud)  # optional: it warns, never fails
+    failed = sum(c.status is CheckStatus.FAIL for c in checks)
+    warned = sum(c.status is CheckStatus.WARN for c in checks)
+    lines.append(f"{failed} problem(s), {warned} warning(s)" if failed or warned else "all good")
+    return lines, 1 if failed else 0
+
+
+def run_checks(config_path: str | Path | None = None, options: DoctorOptions | None = None,
+               loaded: tuple[Any, list[Check]] | None = None) -> list[Check]:
+    """Every check; ``loaded`` is what ``load_config(config_path)`` gave, when the caller has it."""
+    options = options or DoctorOptions()
+    config, checks = loaded if loaded is not None else load_config(config_path)
+    checks = list(checks)
+    if config is not None:
+        where = str(config.path) if getattr(config, "path", None) else "the config file"
+        checks += check_capture(config.audio, where)
+        checks += check_models(config, options)
+        checks.append(check_intents(config, where))
+        checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
+        checks.append(check_state(config.daemon.resolved_state_dir(), where))
+    checks += check_governor(options.cpufreq_root)
+    profile_checks, profile = check_profile(options)
+    checks += profile_checks
+    # The config has no playback key yet: the profile's PCM is what speech output would use.
+    playback = getattr(getattr(config, "audio", None), "playback", None) or (profile and profile.alsa.playback)
+    if playback:
+        checks.append(check_playback(playback))
+    return checks
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="voiced doctor", description="check the setup and say what to fix")
+    parser.add_argument("--config", type=Path, default=None, help="config file (default /etc/voiced/voiced.toml)")
+    parser.add_argument("--profile", default="auto", help="hardware profile name or .toml path (default: detect)")
+    parser.add_argument("--no-load", action="store_true", help="do not open models in ONNX Runtime")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    lines, code = run_doctor(args.config, DoctorOptions(profile=args.profile, load_models=not args.no_load))
+    print("\n".join(lines))
+    return code

@@ -1,0 +1,5 @@
+"""``python -m voiced.doctor``."""
+
+from voiced.doctor import main
+
+raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""``voiced doctor``'s checks of the setup: the config file, model files, intents, the broker and the
+state directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from voiced.doctor.report import Check, CheckStatus, DoctorOptions
+from voiced.errors import ConfigError, VoicedError
+
+__all__ = ["check_broker", "check_intents", "check_models", "check_state", "load_config"]
+
+
+# -- config ------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None) -> tuple[Any, list[Check]]:
+    from voiced.config import DEFAULT_PATH, Config
+
+    if path is None and not DEFAULT_PATH.is_file():
+        return Config(), [Check("config", CheckStatus.WARN, f"{DEFAULT_PATH} not found; checking the defaults",
+                                f"create {DEFAULT_PATH} (see README.md, Configuration) or pass --config")]
+    path = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        config = Config.from_file(path)
+    except ConfigError as exc:
+        fix = "correct the key named above"
+        if "/run/credentials/" in str(exc):
+            fix += "; credentials exist only while voiced.service runs (LoadCredential=)"
+        return None, [Check("config", CheckStatus.FAIL, str(exc), fix)]
+    return config, [Check("config", CheckStatus.OK, f"{path} is valid")]
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+def _verifier() -> Callable[[Path], Any] | None:
+    # voiced.models.manifest is written separately and may not exist yet.
+    try:
+        from voiced.models.manifest import verify_model_file
+    except ImportError:
+        return None
+    return verify_model_file
+
+
+def check_models(config: Any, options: DoctorOptions) -> list[Check]:
+    from voiced.asr.model import ModelFiles
+
+    checks: list[Check] = []
+    files: list[tuple[str, Path]] = []
+    vad_model = getattr(config.vad, "model", None)
+    if vad_model is not None:
+        if Path(vad_model).is_file():
+            files.append(("vad.model", Path(vad_model)))
+        else:
+            checks.append(Check("vad.model", CheckStatus.FAIL, f"{vad_model} does not exist",
+                                "install it with `voiced models` or correct vad.model"))
+    asr_model = getattr(config.asr, "model", None)
+    if asr_model is None:
+        checks.append(Check("asr.model", CheckStatus.WARN, "not set: no local speech recognition",
+                            "install one with `voiced models` and set asr.model"))
+    else:
+        from voiced.asr.whisper_model import WhisperFiles, is_whisper_dir
+
+        try:
+            if is_whisper_dir(asr_model):
+                whisper = WhisperFiles.find(asr_model)
+                parts: tuple[Path, ...] = (whisper.encoder, whisper.decoder)
+            else:
+                found = ModelFiles.find(asr_model)
+                parts = (found.encoder, found.decoder, found.joiner)
+        except VoicedError as exc:
+            checks.append(Check("asr.model", CheckStatus.FAIL, str(exc),
+                                "install it with `voiced models` or correct asr.model"))
+        else:
+            files += [("asr.model", p) for p in parts]
+    wake = getattr(config, "wake", None)
+    if wake is not None and wake.models and wake.directory is not None:
+        from voiced.wake.frontend import FRONTEND_STREAM
+
+        stream = Path(wake.directory) / FRONTEND_STREAM
+        if stream.is_file():
+            files.append(("wake.directory", stream))
+        else:
+            checks.append(Check("wake.directory", CheckStatus.WARN,
+                                f"no {FRONTEND_STREAM} in {wake.directory}: the wake word runs the published front end"
+                                " (about three times the CPU for the same scores)",
+                                f"voiced-quantize wake-stream {wake.directory}"))
+    verify = _verifier()
+    for key, path in files:
+        checks.append(_check_model_file(key, path, verify, options.load_models))
+    return checks
+
+
+def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool) -> Check:
+    from voiced.runtime.onnx import create_session
+
+    fix = f"reinstall it with `voiced models` (or correct {key})"
+    notes = []
+    if verify is not None:
+        try:
+            result = verify(path)
+        except VoicedError as exc:  # a checksum mismatch (ModelError) names both sums
+            return Check(key, CheckStatus.FAIL, str(exc), fix)
+        except Exception as exc:  # noqa: BLE001 - someone else's module: report it, don't crash
+            notes.append(f"checksum not checked ({type(exc).__name__}: {exc})")
+        else:
+            # ManifestStatus.trust: verified, or unverified/fp32 when no record lists the file.
+            trust = getattr(getattr(result, "trust", None), "value", None)
+            notes.append("checksum verified" if trust == "verified" else
+                         f"no checksum record ({trust})" if trust else "checksum ok")
+    if load:
+        try:
+            create_session(path)
+        except VoicedError as exc:
+            return Check(key, CheckStatus.FAIL, str(exc), fix)
+        notes.append("loads")
+    return Check(key, CheckStatus.OK, f"{path} " + (", ".join(notes) or "exists"))
+
+
+# -- intents -----------------------------------------------------------------------------------
+
+
+def check_intents(config: Any, where: str) -> Check:
+    from voiced.intents import IntentRecognizer
+
+    section = getattr(config, "intents", None)
+    if section is None or not section.enabled:
+        return Check("intents", CheckStatus.OK, "off: transcripts only, every query is answered intentNotRecognized",
+                     None)
+    try:
+        recognizer = IntentRecognizer.from_section(section, where)
+    except VoicedError as exc:
+        return Check("intents", CheckStatus.FAIL, str(exc), "correct the [intents] key or template file named above")
+    sources = [f"{len(recognizer.files)} template file(s)"]
+    if recognizer.builtin.value != "none":
+        sources.insert(0, f"{recognizer.builtin.value} sentences ({recognizer.language})")
+    return Check("intents", CheckStatus.OK, f"{len(recognizer.intent_names)} intents from {' + '.join(sources)}")
+
+
+# -- broker ------------------------------------------------------------------------------------
+
+
+def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        return Check("broker", CheckStatus.FAIL, f"{host}:{port} unreachable ({exc.strerror or exc})",
+                     f"start the broker (systemctl status mosquitto) or correct mqtt.host / mqtt.port in {where}; "
+                     "voiced keeps retrying, but nothing is published meanwhile")
+    return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TCP connections")
+
+
+def check_state(state_dir: Path, where: str) -> Check:
+    from voiced.mqtt.outbox_file import disk_state
+
+    disk = disk_state(state_dir / "outbox")
+    if disk:
+        return Check("state", CheckStatus.WARN, f"{state_dir} is on a {disk} disk: the outbox works from memory "
+                     "(what it holds is lost if voiced stops before the disk takes writes)",
+                     "free space on it" if disk == "full" else "check the SD card (dmesg) and remount it read-write")
+    folder = next(p for p in (state_dir, *state_dir.parents) if p.is_dir())
+    if not os.access(folder, os.W_OK | os.X_OK):
+        made = "" if folder == state_dir else f" (to make {state_dir})"
+        return Check("state", CheckStatus.FAIL, f"{folder} is not writable{made}: the outbox cannot be opened",
+                     f"give the service user the directory (systemd StateDirectory=voiced) or set daemon.state_dir in {where}")
+    free = shutil.disk_usage(folder).free
+    return Check("state", CheckStatus.OK, f"{state_dir} writable, {free / 1e6:,.0f} MB free")
