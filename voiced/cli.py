@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-zeroconf", action="store_true", help="do not announce _wyoming._tcp.local. by mDNS")
     p.set_defaults(func=cmd_wyoming)
 
-    p = sub.add_parser("doctor", help="check devices, models, broker, CPU governor and affinity",
+    p = sub.add_parser("doctor", help="check devices, models, broker, state directory, CPU governor and affinity",
                        description="Check what voiced needs and print what to fix; exit 1 if something is broken.")
     p.add_argument("--config", type=Path, default=None, metavar="FILE", help="TOML configuration to check")
     p.set_defaults(func=cmd_doctor)

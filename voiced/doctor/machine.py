@@ -3,6 +3,7 @@ that pinning threads to the hardware profile's cores (and SCHED_FIFO for capture
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -130,7 +131,7 @@ def check_profile(options: DoctorOptions) -> tuple[list[Check], HardwareProfile 
         if wanted is None:
             continue
         expected = (wanted & have) or have
-        applied = _in_thread(lambda w=wanted, s=stage: pin_current_thread(w, label=f"doctor {s}"))
+        applied = _in_thread(functools.partial(pin_current_thread, wanted, label=f"doctor {stage}"))
         if applied != expected:
             checks.append(Check(f"affinity {stage}", CheckStatus.FAIL,
                                 f"asked for cores {format_cpu_list(expected)}, kernel reports {format_cpu_list(applied)}",
