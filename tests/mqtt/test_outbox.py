@@ -311,7 +311,7 @@ def test_an_outbox_opened_on_a_full_disk_works_from_memory_and_takes_up_its_file
             box.append("t", b"old %d" % n)
     small_disk.fill()
     box = Outbox(OutboxConfig(path=path))  # no ConfigError: the daemon starts
-    assert box.peek() == [] and box.held_in_memory == 0
+    assert box.peek() == [] and box.held_in_memory == 0 and box.stats()["file_open"] == 0
     assert [box.append("t", b"new %d" % n) for n in range(4)] == [SPILLED] * 4
     handed = box.peek()
     assert [m.payload for m in handed] == [b"new %d" % n for n in range(4)]
@@ -320,6 +320,7 @@ def test_an_outbox_opened_on_a_full_disk_works_from_memory_and_takes_up_its_file
     assert box.peek(after_id=handed[-1].id) == []  # the file is still out of reach
     small_disk.free()
     old = box.peek(after_id=handed[-1].id)  # where the client's pointer is
+    assert box.stats()["file_open"] == 1
     assert [m.payload for m in old] == [b"old %d" % n for n in range(3)]
     assert min(m.id for m in old) > max(m.id for m in handed)  # after everything handed out: none skipped
     for m in old:

@@ -351,11 +351,14 @@ class Outbox:
         return self._bytes + sum(len(row[1]) for row in self._spill.values())
 
     def stats(self) -> Mapping[str, int]:
-        """``queued``, ``queued_bytes`` and ``dropped_<reason>`` for each DropReason (this process)."""
+        """``queued``, ``queued_bytes``, ``held_in_memory``, ``write_errors``, ``corrupt_file_set_aside``,
+        ``file_open`` (0 while the disk was full or read-only since the start) and ``dropped_<reason>``
+        for each DropReason (this process)."""
         with self._lock:
             out: dict[str, int] = {"queued": self._count + len(self._spill), "queued_bytes": self._bytes_locked(),
                                    "held_in_memory": len(self._spill), "write_errors": self.write_errors,
-                                   "corrupt_file_set_aside": int(self.set_aside is not None)}
+                                   "corrupt_file_set_aside": int(self.set_aside is not None),
+                                   "file_open": int(self._db is not None)}
             out.update({f"dropped_{r.value}": n for r, n in self._dropped.items()})
             return out
 
