@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import voiced.mqtt.outbox as outbox_module
+from voiced.runtime import bootclock
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
 
@@ -84,7 +85,7 @@ def test_max_bytes_drops_the_oldest_and_refuses_a_message_larger_than_the_outbox
 
 
 class FakeClock:
-    """The wall clock (``time.time``) and the boot clock (``clock_gettime``), set by the test."""
+    """The wall clock (``time.time``) and the boot clock (``bootclock.since_boot``), set by the test."""
 
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -92,9 +93,6 @@ class FakeClock:
 
     def time(self) -> float:
         return self.now
-
-    def clock_gettime(self, clock_id: int) -> float:
-        return self.boot
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
@@ -105,7 +103,8 @@ class FakeClock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(outbox_module, "time", fake)
-    monkeypatch.setattr(outbox_module, "_boot_id", lambda: "boot-1")
+    monkeypatch.setattr(bootclock, "since_boot", lambda: fake.boot)
+    monkeypatch.setattr(bootclock, "boot_id", lambda: "boot-1")
     return fake
 
 
@@ -145,7 +144,7 @@ def test_after_a_reboot_the_wall_clock_ages_messages(tmp_path: Path, clock: Fake
         box.append("t", b"a")
         clock.advance(60)
         box.append("t", b"b")
-    monkeypatch.setattr(outbox_module, "_boot_id", lambda: "boot-2")
+    monkeypatch.setattr(bootclock, "boot_id", lambda: "boot-2")
     clock.boot = 20.0  # a new boot's clock starts again
     clock.now += 3600 - 30  # "a" 3,630 s old by the wall clock, "b" 3,570 s
     with open_outbox(tmp_path, max_age_s=3600) as box:
@@ -347,6 +346,26 @@ def test_the_file_from_before_is_taken_up_with_nothing_held_in_memory(
     box.ack(new.id)  # delivered: nothing is held any more
     small_disk.free()
     assert [m.payload for m in box.peek(after_id=new.id)] == [b"old"]
+    box.close()
+
+
+def test_messages_held_in_memory_keep_the_outbox_bounds(small_disk: SmallDisk, clock: FakeClock) -> None:
+    """Count, bytes and age bound what waits in memory as they bound the file: a disk full for a week
+    with the broker away must not grow the daemon without end."""
+    box = Outbox(OutboxConfig(path=str(small_disk.path / "outbox.sqlite3"), max_messages=6, max_bytes=2_000,
+                              max_age_s=3_600))
+    small_disk.fill()
+    for n in range(10):
+        box.append("t", b"%03d" % n + b"x" * 497)  # 500 bytes each: four fit max_bytes
+    stats = box.stats()
+    assert box.held_in_memory == 4 and stats["queued_bytes"] == 2_000 and stats["dropped_max_bytes"] == 6
+    assert [m.payload[:3] for m in box.peek()] == [b"006", b"007", b"008", b"009"]  # the newest stay
+    for n in range(4):
+        box.append("t", b"small %d" % n)
+    assert box.held_in_memory == 6 and box.stats()["dropped_max_messages"] >= 1
+    clock.advance(3_601)
+    assert box.peek() == [] and box.held_in_memory == 0 and box.stats()["dropped_max_age"] == 6
+    small_disk.free()
     box.close()
 
 

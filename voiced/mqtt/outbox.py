@@ -31,7 +31,6 @@ a reboot only the wall clock is left to measure with.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 import threading
@@ -44,6 +43,8 @@ from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
 from voiced.mqtt.outbox_file import DiskUnavailable, open_outbox_file, take_up
+from voiced.mqtt.outbox_memory import HeldMessages, Row
+from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
@@ -53,27 +54,8 @@ SPILLED = -1
 
 log = logging.getLogger(__name__)
 
-_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
-
-_Row = tuple[str, bytes, int, bool, float, str, float]
-"""topic, payload, qos, retain, created (wall clock), boot id, seconds since that boot."""
 _REOPEN_EVERY_S = 5.0
 """How often an outbox whose file could not be opened (disk full or read-only) tries again."""
-
-
-@functools.cache
-def _boot_id() -> str:
-    """This boot's id ('' where the kernel gives none: every age is then wall-clock)."""
-    try:
-        return _BOOT_ID.read_text(encoding="ascii").strip()
-    except OSError:
-        return ""
-
-
-def _since_boot() -> float:
-    """Seconds since boot, suspend included; setting the wall clock does not move it."""
-    return time.clock_gettime(_BOOTTIME)
 
 
 class DropReason(Enum):
@@ -144,7 +126,7 @@ class Outbox:
         self._bytes = 0
         self._next_id = 1
         self._dropped = {reason: 0 for reason in DropReason}
-        self._spill: dict[int, _Row] = {}  # appends the file refused, by id, oldest first
+        self._spill = HeldMessages()  # appends the file refused
         self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
         self._reopen_at = 0.0
         self.write_errors = 0
@@ -178,7 +160,7 @@ class Outbox:
             if size > self.config.max_bytes:
                 self._count_drop(DropReason.MAX_BYTES, 1, f"a {size}-byte message on {topic}, larger than the outbox")
                 return None
-            row = (topic, payload, qos, retain, time.time(), _boot_id(), _since_boot())
+            row = (topic, payload, qos, retain, time.time(), bootclock.boot_id(), bootclock.since_boot())
             message_id = self._next_id
             self._next_id += 1
             if (self._spill or self._db is None) and not self._unspill_locked():
@@ -194,7 +176,7 @@ class Outbox:
             raise sqlite3.OperationalError("the outbox file is not open (its disk was full or read-only)")
         return self._db
 
-    def _insert_locked(self, message_id: int, row: _Row) -> int:
+    def _insert_locked(self, message_id: int, row: Row) -> int:
         db = self._file_locked()
         topic, payload, qos, retain, created, boot_id, since_boot = row
         size = len(payload)
@@ -222,11 +204,19 @@ class Outbox:
         self._bytes += size
         return message_id
 
-    def _spill_locked(self, message_id: int, row: _Row) -> int:
-        self._spill[message_id] = row
-        if len(self._spill) + self._count > self.config.max_messages:
-            del self._spill[next(iter(self._spill))]
-            self._count_drop(DropReason.MAX_MESSAGES, 1, "the oldest message held in memory (the file takes none)")
+    def _spill_locked(self, message_id: int, row: Row) -> int:
+        self._spill.add(message_id, row)
+        self._expire_held_locked()
+        # the file's bounds, over what it holds and what waits here together
+        bounds = ((DropReason.MAX_MESSAGES, lambda: len(self._spill) + self._count > self.config.max_messages),
+                  (DropReason.MAX_BYTES, lambda: self._spill.bytes + self._bytes > self.config.max_bytes))
+        for reason, over in bounds:
+            dropped = 0
+            while len(self._spill) and over():
+                self._spill.remove(self._spill.oldest()[0])
+                dropped += 1
+            if dropped:
+                self._count_drop(reason, dropped, f"the {dropped} oldest messages held in memory (the file takes none)")
         return SPILLED
 
     def _unspill_locked(self) -> bool:
@@ -243,9 +233,9 @@ class Outbox:
             log.info("outbox %s: opened now that the disk has room", self.config.path)
         checkpointed, held = False, bool(self._spill)
         while self._spill:
-            oldest = next(iter(self._spill))
+            oldest, row = self._spill.oldest()
             try:
-                self._insert_locked(oldest, self._spill[oldest])
+                self._insert_locked(oldest, row)
             except sqlite3.Error:
                 if checkpointed:
                     return False
@@ -255,7 +245,7 @@ class Outbox:
                 except sqlite3.Error:
                     return False
                 continue
-            del self._spill[oldest]
+            self._spill.remove(oldest)
         if held:
             log.info("outbox %s: the file takes messages again", self.config.path)
         return True
@@ -286,6 +276,7 @@ class Outbox:
         """Up to ``limit`` messages with an id above ``after_id``, oldest first (expired ones dropped)."""
         with self._lock:
             self._check_open()
+            self._expire_held_locked()
             if self._spill or self._db is None:
                 self._unspill_locked()
             if self._unacked_deletes:
@@ -300,13 +291,8 @@ class Outbox:
             ).fetchall()
             messages = [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows
                         if i not in self._unacked_deletes]
-            held = 0
-            for i, (topic, payload, qos, retain, created, *_) in self._spill.items():  # ascending ids
-                if i > after_id:
-                    messages.append(OutboxMessage(i, topic, payload, qos, retain, created))
-                    held += 1
-                    if held == limit:
-                        break
+            messages += [OutboxMessage(i, topic, payload, qos, retain, created)
+                         for i, (topic, payload, qos, retain, created, *_) in self._spill.after(after_id, limit)]
         messages.sort(key=lambda m: m.id)  # the file's from before a late open come after these
         return messages[:limit]
 
@@ -314,7 +300,7 @@ class Outbox:
         """Delete a delivered message; False if it was already gone (dropped meanwhile)."""
         with self._lock:
             self._check_open()
-            if self._spill.pop(message_id, None) is not None:
+            if self._spill.remove(message_id):
                 return True  # delivered before it reached the file: it never will
             if self._db is None:
                 return False
@@ -348,7 +334,7 @@ class Outbox:
             return self._bytes_locked()
 
     def _bytes_locked(self) -> int:
-        return self._bytes + sum(len(row[1]) for row in self._spill.values())
+        return self._bytes + self._spill.bytes
 
     def stats(self) -> Mapping[str, int]:
         """``queued``, ``queued_bytes``, ``held_in_memory``, ``write_errors``, ``corrupt_file_set_aside``,
@@ -378,13 +364,21 @@ class Outbox:
         if self._closed:
             raise VoicedError(f"outbox {self.config.path} is closed")
 
+    def _expire_held_locked(self) -> None:
+        if not self.config.max_age_s:
+            return
+        held = self._spill.drop_older_than(bootclock.since_boot() - self.config.max_age_s)
+        if held:
+            self._count_drop(DropReason.MAX_AGE, held,
+                             f"{held} messages held in memory, older than {self.config.max_age_s:g} s")
+
     def _expire_locked(self) -> None:
         if not self.config.max_age_s or not self._count or self._db is None:
             return
-        boot = _boot_id()
+        boot = bootclock.boot_id()
         # this boot's messages by the boot clock, earlier boots' (and unknown ones) by the wall clock
         where = "CASE WHEN boot_id = ? AND boot_id != '' THEN since_boot < ? ELSE created < ? END"
-        cutoffs = (boot, _since_boot() - self.config.max_age_s, time.time() - self.config.max_age_s)
+        cutoffs = (boot, bootclock.since_boot() - self.config.max_age_s, time.time() - self.config.max_age_s)
         n, size = self._db.execute(
             f"SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox WHERE {where}", cutoffs
         ).fetchone()
