@@ -299,15 +299,22 @@ def test_a_full_disk_does_not_hold_up_delivery(small_disk: SmallDisk) -> None:
         assert again.peek() == handed[4:]
 
 
+def outbox_from_before(small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch, messages: int = 1) -> str:
+    """The path of an outbox on ``small_disk`` left holding b"old 0".. by a run before; a reopen is
+    tried at every operation."""
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        for n in range(messages):
+            box.append("t", b"old %d" % n)
+    return path
+
+
 def test_an_outbox_opened_on_a_full_disk_works_from_memory_and_takes_up_its_file_later(
         small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
     """A daemon restarted while the disk is full still starts and publishes; the messages its file held
     from before are handed out once the file opens, after the ones handed out meanwhile."""
-    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
-    path = str(small_disk.path / "outbox.sqlite3")
-    with Outbox(OutboxConfig(path=path)) as box:
-        for n in range(3):
-            box.append("t", b"old %d" % n)
+    path = outbox_from_before(small_disk, monkeypatch, messages=3)
     small_disk.fill()
     box = Outbox(OutboxConfig(path=path))  # no ConfigError: the daemon starts
     assert box.peek() == [] and box.held_in_memory == 0 and box.stats()["file_open"] == 0
@@ -335,17 +342,14 @@ def test_an_outbox_opened_on_a_full_disk_works_from_memory_and_takes_up_its_file
 
 def test_the_file_from_before_is_taken_up_with_nothing_held_in_memory(
         small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
-    path = str(small_disk.path / "outbox.sqlite3")
-    with Outbox(OutboxConfig(path=path)) as box:
-        box.append("t", b"old")
+    path = outbox_from_before(small_disk, monkeypatch)
     small_disk.fill()
     box = Outbox(OutboxConfig(path=path))
     box.append("t", b"new")
     [new] = box.peek()
     box.ack(new.id)  # delivered: nothing is held any more
     small_disk.free()
-    assert [m.payload for m in box.peek(after_id=new.id)] == [b"old"]
+    assert [m.payload for m in box.peek(after_id=new.id)] == [b"old 0"]
     box.close()
 
 
@@ -383,17 +387,14 @@ def test_a_daemon_stopped_while_the_disk_is_still_full_says_what_is_lost(
 def test_a_daemon_restarted_on_a_read_only_disk_starts_from_memory(
         small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> None:
     """An SD card the kernel remounted read-only after errors is met like a full disk."""
-    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
-    path = str(small_disk.path / "outbox.sqlite3")
-    with Outbox(OutboxConfig(path=path)) as box:
-        box.append("t", b"old")
+    path = outbox_from_before(small_disk, monkeypatch)
     small_disk.read_only()
     restarted = Outbox(OutboxConfig(path=path))  # no ConfigError: the daemon starts
     assert restarted.append("t", b"after") == SPILLED
     [after] = restarted.peek()
     assert after.payload == b"after"
     small_disk.read_only(False)
-    assert [m.payload for m in restarted.peek(after_id=after.id)] == [b"old"]
+    assert [m.payload for m in restarted.peek(after_id=after.id)] == [b"old 0"]
     restarted.close()
 
 
