@@ -221,19 +221,44 @@ def test_a_file_that_is_no_database_is_set_aside_and_a_new_outbox_begins(tmp_pat
         assert box.set_aside is None and [m.payload for m in box.peek()] == [b"after"]
 
 
-def test_an_outbox_damaged_inside_is_set_aside(tmp_path: Path) -> None:
-    """Pages of a real outbox overwritten, as a failing SD card leaves them: SQLite's check finds it."""
+def test_an_outbox_damaged_inside_is_set_aside_and_what_can_be_read_is_kept(tmp_path: Path) -> None:
+    """Pages of a real outbox overwritten, as a failing SD card leaves them: SQLite's check finds it; the
+    new outbox begins with every message on the pages left whole, unchanged and in order."""
     with open_outbox(tmp_path) as box:
-        for i in range(400):
-            box.append(f"t/{i}", bytes([i % 256]) * 1000)
+        ids = [box.append(f"t/{i}", bytes([i % 256]) * 1000) for i in range(400)]
     path = tmp_path / "state" / "outbox.sqlite"
     with path.open("r+b") as f:
         f.seek(4096 * 3)
-        f.write(b"\xff" * 4096 * 20)  # pages of the table itself
+        f.write(b"\xff" * 4096 * 20)  # pages of the table itself: the oldest messages'
+        f.seek(4096 * 60)
+        f.write(b"\xff" * 4096 * 3)  # and a few in the middle
     damaged = path.read_bytes()
     with open_outbox(tmp_path) as box:
-        assert box.set_aside is not None and box.set_aside.read_bytes() == damaged
-        assert len(box) == 0 and box.append("t", b"x") is not None
+        assert box.set_aside is not None and box.set_aside.read_bytes() == damaged  # read, never written
+        kept = box.peek(limit=1000)
+        assert 250 < len(kept) < 400 and kept[-1].id == ids[-1]  # read past both damaged stretches
+        assert [m.id for m in kept] == sorted(m.id for m in kept)
+        assert all(m.topic == f"t/{ids.index(m.id)}" and m.payload == bytes([ids.index(m.id) % 256]) * 1000
+                   for m in kept)
+        assert box.append("t", b"x") == ids[-1] + 1  # ids go on from the old ones
+
+
+def test_a_corrupt_outbox_of_before_boot_clocks_is_salvaged_too(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,"
+                " qos INTEGER NOT NULL, retain INTEGER NOT NULL, created REAL NOT NULL)")
+    old.executemany("INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('t', ?, 1, 0, ?)",
+                    [(b"%04d" % i + b"." * 2000, 1e9 + i) for i in range(300)])
+    old.commit()
+    old.close()
+    with path.open("r+b") as f:
+        f.seek(4096 * 40)
+        f.write(b"\xff" * 4096 * 4)
+    with open_outbox(tmp_path, max_age_s=0) as box:
+        kept = [m.payload[:4] for m in box.peek(limit=1000)]
+        assert box.set_aside is not None and 200 < len(kept) < 300 and kept[-1] == b"0299"
 
 
 def test_an_outbox_on_a_full_disk_is_never_moved(small_disk: SmallDisk) -> None:

@@ -5,12 +5,13 @@ only be opened late).
 An SD card that lost power at the wrong moment, or began to fail, can leave a file SQLite no
 longer reads. Refusing to start would lose every message to come and leave the device in a
 restart loop until someone deletes the file by hand; instead the file is renamed to
-``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``), kept for whoever wants to
-recover what it held, and a new outbox begins. A file that cannot be opened because its disk
-is full or mounted read-only (what the kernel does to an SD card that reports errors) raises
-:class:`DiskUnavailable` (the outbox then works from memory until the disk takes writes); any
-other path that cannot be opened (permissions, a directory) is a configuration error. Nothing is
-moved in either case.
+``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``) and kept, and a new outbox
+begins with the messages SQLite can still read from it (those on damaged pages are lost).
+
+A file that cannot be opened because its disk is full or mounted read-only (what the kernel
+does to an SD card that reports errors) raises :class:`DiskUnavailable` (the outbox then works
+from memory until the disk takes writes); any other path that cannot be opened (permissions, a
+directory) is a configuration error. Nothing is moved in either case.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ CREATE TABLE IF NOT EXISTS outbox (
 _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
                  "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
 """An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
+_COLUMNS = "id, topic, payload, qos, retain, created, boot_id, since_boot"
+_OLD_COLUMNS = "id, topic, payload, qos, retain, created, '', 0"
+"""The same from a file of before boot clocks (no boot columns): aged by the wall clock."""
+_LAST_ID = 2**63 - 1
+"""SQLite's largest rowid."""
 _COMPANIONS = ("-wal", "-shm")
 """SQLite's files beside the database in WAL mode; they belong to it and go aside with it."""
 _ROOM_NEEDED = 256 * 1024
@@ -67,14 +73,62 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
             raise  # cannot open, read-only, disk full: the file may be fine
         except sqlite3.DatabaseError as exc:  # not a database, malformed: the file itself is bad
             aside = _set_aside(path)
-            log.error("outbox %s is corrupt (%s): moved to %s, starting a new outbox; the messages it held are "
-                      "not sent", path, exc, aside)
-            return _open(path, fsync), aside
+            rows = _salvage(aside)
+            db = _open(path, fsync)
+            with db:
+                db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            log.error("outbox %s is corrupt (%s): moved to %s; a new outbox begins with %s", path, exc, aside,
+                      f"the {len(rows)} messages SQLite could still read from it" if rows else "none of its messages")
+            return db, aside
     except (OSError, sqlite3.Error) as exc:
         why = disk_unavailable(path, exc)
         if why:
             raise DiskUnavailable(f"cannot open {path}: {exc} (the disk is {why})") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def _salvage(aside: Path) -> list[tuple]:
+    """The messages of a corrupt outbox that SQLite can still read, oldest first: read in id order
+    up to a damaged page, then on from the first id past it (the table's tree leads to the leaf
+    that holds an id; leaves hold ids in order, so that id is found by stepping 1, 2, 4, ...
+    forward to a readable one and halving back)."""
+    try:
+        db = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    rows: list[tuple] = []
+    try:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+        select = f"SELECT {_COLUMNS if 'boot_id' in columns else _OLD_COLUMNS} FROM outbox WHERE id >= ? ORDER BY id"
+
+        def readable(message_id: int) -> bool:
+            try:
+                db.execute("SELECT id FROM outbox WHERE id >= ? ORDER BY id LIMIT 1", (message_id,)).fetchone()
+            except sqlite3.Error:
+                return False
+            return True
+
+        after = 1
+        while after <= _LAST_ID:
+            try:
+                for row in db.execute(select, (after,)):
+                    rows.append(row)
+                    after = row[0] + 1
+                break  # the end of the table
+            except sqlite3.Error:
+                bad, step = after, 1
+                while bad + step <= _LAST_ID and not readable(bad + step):
+                    bad, step = bad + step, step * 2
+                good = min(bad + step, _LAST_ID + 1)
+                while good - bad > 1:
+                    middle = (bad + good) // 2
+                    bad, good = (bad, middle) if readable(middle) else (middle, good)
+                after = good
+    except sqlite3.Error:
+        pass  # not even the table's description reads: nothing to keep
+    finally:
+        db.close()
+    return rows
 
 
 def take_up(path: Path, db: sqlite3.Connection, taken: int) -> tuple[int, int, int]:
