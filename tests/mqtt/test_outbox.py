@@ -261,6 +261,35 @@ def test_a_corrupt_outbox_of_before_boot_clocks_is_salvaged_too(tmp_path: Path) 
         assert box.set_aside is not None and 200 < len(kept) < 300 and kept[-1] == b"0299"
 
 
+def test_a_message_damaged_in_a_sound_file_is_dropped_and_does_not_stop_the_others(tmp_path: Path) -> None:
+    """Found by fuzzing: a topic no longer UTF-8 (a flipped bit in a record SQLite's check does not
+    read) made every peek raise, so the client sent nothing ever again."""
+    with open_outbox(tmp_path) as box:
+        ids = [box.append(f"t/{n}", b"%d" % n) for n in range(5)]
+    db = sqlite3.connect(tmp_path / "state" / "outbox.sqlite")
+    db.execute("UPDATE outbox SET topic = CAST(X'74ff32' AS TEXT) WHERE id = ?", (ids[2],))
+    db.commit()
+    db.close()
+    with open_outbox(tmp_path) as box:
+        assert box.set_aside is None  # the file itself is sound
+        assert [m.payload for m in box.peek()] == [b"0", b"1", b"3", b"4"]
+        assert box.stats()["dropped_damaged"] == 1 and len(box) == 4
+    with open_outbox(tmp_path) as box:
+        assert [m.payload for m in box.peek()] == [b"0", b"1", b"3", b"4"]  # gone from the file too
+
+
+def test_an_outbox_whose_schema_text_is_damaged_is_set_aside(tmp_path: Path) -> None:
+    """Found by fuzzing: a column name no longer UTF-8 raised from the open and stopped the daemon."""
+    with open_outbox(tmp_path) as box:
+        box.append("t", b"x")
+    path = tmp_path / "state" / "outbox.sqlite"
+    data = path.read_bytes()
+    at = data.index(b"payload")
+    path.write_bytes(data[:at + 4] + b"\xff" + data[at + 5:])
+    with open_outbox(tmp_path) as box:
+        assert box.set_aside is not None and box.append("t", b"y") is not None
+
+
 def test_an_outbox_on_a_full_disk_is_never_moved(small_disk: SmallDisk) -> None:
     """Only a corrupt file goes aside: one that cannot be opened for want of space stays as it is."""
     path = str(small_disk.path / "outbox.sqlite3")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import DiskUnavailable, open_outbox_file, take_up
+from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, open_outbox_file, read_back, take_up
 from voiced.mqtt.outbox_memory import HeldMessages, Row
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
@@ -67,6 +67,8 @@ class DropReason(Enum):
     """The payloads waiting exceeded ``max_bytes``; the oldest went (or the message alone is larger)."""
     MAX_AGE = "max_age"
     """The message waited longer than ``max_age_s``."""
+    DAMAGED = "damaged"
+    """The file gave the message back unreadable (a damaged disk)."""
 
 
 @dataclass(frozen=True)
@@ -286,15 +288,31 @@ class Outbox:
             except sqlite3.Error as exc:  # expiry can wait for space
                 self._write_failed(exc)
             rows = [] if self._db is None else self._db.execute(
-                "SELECT id, topic, payload, qos, retain, created FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
+                f"SELECT {READ_COLUMNS} FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
                 (after_id, limit + len(self._unacked_deletes)),
             ).fetchall()
-            messages = [OutboxMessage(i, t, bytes(p), q, bool(r), c) for i, t, p, q, r, c in rows
-                        if i not in self._unacked_deletes]
+            messages = []
+            for row in rows:
+                fields = read_back(row)
+                if fields is None:
+                    self._drop_damaged_locked(row[0], len(row[2]) if isinstance(row[2], bytes) else 0)
+                elif row[0] not in self._unacked_deletes:
+                    messages.append(OutboxMessage(row[0], *fields))
             messages += [OutboxMessage(i, topic, payload, qos, retain, created)
                          for i, (topic, payload, qos, retain, created, *_) in self._spill.after(after_id, limit)]
         messages.sort(key=lambda m: m.id)  # the file's from before a late open come after these
         return messages[:limit]
+
+    def _drop_damaged_locked(self, message_id: int, size: int) -> None:
+        log.error("outbox %s: message %d reads back damaged (the disk?): dropped", self.config.path, message_id)
+        self._dropped[DropReason.DAMAGED] += 1
+        self._count -= 1
+        self._bytes -= size
+        try:
+            self._file_locked().execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+        except sqlite3.Error as exc:  # never handed out all the same
+            self._write_failed(exc)
+            self._unacked_deletes.add(message_id)
 
     def ack(self, message_id: int) -> bool:
         """Delete a delivered message; False if it was already gone (dropped meanwhile)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "disk_state", "disk_unavailable", "open_outbox_file", "take_up"]
+__all__ = ["DiskUnavailable", "READ_COLUMNS", "disk_state", "disk_unavailable", "open_outbox_file", "read_back", "take_up"]
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''
                  "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
 """An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
 _COLUMNS = "id, topic, payload, qos, retain, created, boot_id, since_boot"
-_OLD_COLUMNS = "id, topic, payload, qos, retain, created, '', 0"
-"""The same from a file of before boot clocks (no boot columns): aged by the wall clock."""
+READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, created"
+"""What ``read_back`` takes: text read as bytes, so a damaged one cannot stop the read."""
 _LAST_ID = 2**63 - 1
 """SQLite's largest rowid."""
 _COMPANIONS = ("-wal", "-shm")
@@ -69,14 +69,18 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             return _open(path, fsync), None
-        except sqlite3.OperationalError:
-            raise  # cannot open, read-only, disk full: the file may be fine
-        except sqlite3.DatabaseError as exc:  # not a database, malformed: the file itself is bad
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            if not _damaged(exc):
+                raise  # cannot open, read-only, disk full, locked: the file may be fine
             aside = _set_aside(path)
             rows = _salvage(aside)
             db = _open(path, fsync)
-            with db:
-                db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            try:
+                with db:
+                    db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                db.close()
+                raise
             log.error("outbox %s is corrupt (%s): moved to %s; a new outbox begins with %s", path, exc, aside,
                       f"the {len(rows)} messages SQLite could still read from it" if rows else "none of its messages")
             return db, aside
@@ -85,6 +89,15 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
         if why:
             raise DiskUnavailable(f"cannot open {path}: {exc} (the disk is {why})") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def _damaged(exc: BaseException) -> bool:
+    """Whether opening failed for what the file holds, not for the disk or another process."""
+    if isinstance(exc, UnicodeDecodeError) or "Could not decode to UTF-8" in str(exc):
+        return True  # its schema's text damaged
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    # a bare DatabaseError: what quick_check found (raised by _open)
+    return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or type(exc) is sqlite3.DatabaseError
 
 
 def _salvage(aside: Path) -> list[tuple]:
@@ -99,12 +112,13 @@ def _salvage(aside: Path) -> list[tuple]:
     rows: list[tuple] = []
     try:
         columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
-        select = f"SELECT {_COLUMNS if 'boot_id' in columns else _OLD_COLUMNS} FROM outbox WHERE id >= ? ORDER BY id"
+        boot = "CAST(boot_id AS BLOB), since_boot" if "boot_id" in columns else "'', 0"
+        select = f"SELECT {READ_COLUMNS}, {boot} FROM outbox WHERE id >= ? ORDER BY id"
 
-        def readable(message_id: int) -> bool:
+        def readable(message_id: int) -> bool:  # the first message from this id on, as the loop reads it
             try:
-                db.execute("SELECT id FROM outbox WHERE id >= ? ORDER BY id LIMIT 1", (message_id,)).fetchone()
-            except sqlite3.Error:
+                db.execute(f"{select} LIMIT 1", (message_id,)).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError):
                 return False
             return True
 
@@ -112,10 +126,13 @@ def _salvage(aside: Path) -> list[tuple]:
         while after <= _LAST_ID:
             try:
                 for row in db.execute(select, (after,)):
-                    rows.append(row)
+                    fields = read_back(row[:6])
+                    if fields is not None:  # a row damaged past use is left behind
+                        boot_id, since_boot = row[6:]
+                        rows.append((row[0], *fields, _text(boot_id), since_boot if _number(since_boot) else 0.0))
                     after = row[0] + 1
                 break  # the end of the table
-            except sqlite3.Error:
+            except (sqlite3.Error, UnicodeDecodeError):  # a damaged page, or a topic no longer UTF-8
                 bad, step = after, 1
                 while bad + step <= _LAST_ID and not readable(bad + step):
                     bad, step = bad + step, step * 2
@@ -124,11 +141,36 @@ def _salvage(aside: Path) -> list[tuple]:
                     middle = (bad + good) // 2
                     bad, good = (bad, middle) if readable(middle) else (middle, good)
                 after = good
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         pass  # not even the table's description reads: nothing to keep
     finally:
         db.close()
     return rows
+
+
+def _text(value: object) -> str:
+    try:
+        return value.decode("utf-8") if isinstance(value, bytes) else value if isinstance(value, str) else ""
+    except UnicodeDecodeError:
+        return ""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def read_back(row: tuple) -> tuple[str, bytes, int, bool, float] | None:
+    """Topic, payload, QoS, retain and creation time of a row read with ``READ_COLUMNS``, or None
+    when the disk damaged it past use (a topic no longer UTF-8, a field of the wrong type): such a
+    row must be dropped, or it would stop every message after it."""
+    _, topic, payload, qos, retain, created = row
+    if not (isinstance(topic, bytes) and isinstance(payload, bytes) and qos in (0, 1, 2)
+            and isinstance(retain, int) and _number(created)):
+        return None
+    try:
+        return topic.decode("utf-8"), payload, int(qos), bool(retain), float(created)
+    except UnicodeDecodeError:
+        return None
 
 
 def take_up(path: Path, db: sqlite3.Connection, taken: int) -> tuple[int, int, int]:
