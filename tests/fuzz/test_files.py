@@ -15,13 +15,15 @@ from voiced.errors import AudioError, ConfigError
 
 @pytest.mark.parametrize("kind", sorted(FILE_KINDS))
 def test_mutated_files_load_or_fail_clearly(kind: str, tmp_path, request) -> None:
-    """Models: truncated, byte-flipped, another role's real model (Silero given a wake head …)."""
+    """Models: truncated, byte-flipped, another role's real model (Silero given a wake head …); outbox
+    files: bytes flipped and whole pages wiped, as a failing SD card leaves them."""
     speech = request.getfixturevalue("speech") if kind == "wav" and _shared() else None
     models = request.getfixturevalue("models") if kind in MODEL_KINDS else None  # skips without ../shared
     n = 30 if kind in MODEL_KINDS else 80
     tally = fuzz_files(kind, n, tmp_path, run_seed=1234, speech=speech, strict=True, models=models)
     assert sum(tally.counts.values()) == n
-    assert tally.counts.get(Outcome.CLEAR_ERROR.value, 0) > 0  # the mutations do reach the checks
+    # the mutations do reach the checks: a clear error, or (a damaged outbox) a recovery
+    assert tally.counts.get(Outcome.CLEAR_ERROR.value, 0) + tally.counts.get(Outcome.RECOVERED.value, 0) > 0
 
 
 def _shared() -> bool:

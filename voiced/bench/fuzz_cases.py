@@ -1,5 +1,5 @@
 """What ``voiced bench fuzz`` feeds the file loaders: Hypothesis strategies for each kind of file
-(mutated real configs, WAVs, templates, token tables, voice configs and ONNX models) and the
+(mutated real configs, WAVs, templates, token tables, voice configs, ONNX models and outbox files) and the
 seeded runner that writes each case to a file and classifies what the loader did with it.
 """
 
@@ -21,12 +21,14 @@ from voiced.bench.fuzz_files import (
     check,
     load_config,
     load_intents,
+    load_outbox,
     load_silero,
     load_tokens,
     load_voice_config,
     load_wake_head,
     load_wav,
     mutate_bytes,
+    outbox_file,
     wav_header,
 )
 
@@ -104,6 +106,15 @@ def file_cases(kind: str, speech: Path | None = None, models: Path | None = None
                                  "phoneme_type", "num_speakers", "speaker_id_map", "phoneme_id_map", "audio",
                                  "phoneme_id_map.a", "language.code"])
         return st.tuples(paths, json_values).map(mutate) | st.binary(max_size=200)
+    if kind == "outbox":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            real = outbox_file(Path(tmp))
+        far = st.lists(st.tuples(st.integers(0, len(real) - 1), st.integers(0, 255)), min_size=1, max_size=40)
+        pages = st.lists(st.integers(1, len(real) // 4096 - 1), min_size=1, max_size=4)  # whole pages: 0xff, as an SD card
+        wiped = pages.map(lambda ps: mutate_bytes(real, [(p * 4096 + i, 0xFF) for p in ps for i in range(4096)], None))
+        return st.tuples(far, st.none() | st.integers(0, len(real))).map(lambda e: mutate_bytes(real, e[0], e[1])) | wiped
     raise ValueError(f"unknown file kind {kind!r}")
 
 
@@ -111,6 +122,7 @@ FILE_KINDS: dict[str, tuple[str, Callable[[Path], object]]] = {
     "config": ("voiced.toml", load_config), "wav": ("case.wav", load_wav), "intents": ("intents.yaml", load_intents),
     "tokens": ("tokens.txt", load_tokens), "voice_config": ("voice.onnx.json", load_voice_config),
     "silero": ("silero_vad.onnx", load_silero), "wake_head": ("alexa_v0.1.onnx", load_wake_head),
+    "outbox": ("outbox.sqlite3", load_outbox),
 }
 MODEL_KINDS = ("silero", "wake_head")
 """Kinds that need ../shared/models."""

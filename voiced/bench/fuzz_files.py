@@ -1,8 +1,9 @@
-"""File fuzzing: mutated configs, WAVs, models, token tables, templates and voice configs.
+"""File fuzzing: mutated configs, WAVs, models, token tables, templates, voice configs and outbox files.
 
 Every case is written to a file and handed to the loader voiced uses for it. The only
-acceptable outcomes are a correct load or a :class:`VoicedError` whose message names the file
-(or, for config keys, the key); anything else (another exception, a hang, a crash of the
+acceptable outcomes are a correct load, a recovery the loader documents (a corrupt outbox set
+aside, what it could read kept), or a :class:`VoicedError` whose message names the file (or,
+for config keys, the key); anything else (another exception, a hang, a crash of the
 interpreter) is a failure. Inputs come from Hypothesis strategies (seeded, reproducible,
 shrunk to a minimal case on failure); ``voiced bench fuzz`` runs thousands, the tests a slice.
 """
@@ -20,13 +21,15 @@ from typing import Any
 
 from voiced.errors import VoicedError
 
-__all__ = ["Outcome", "Tally", "check", "load_config", "load_intents", "load_silero", "load_tokens",
-           "load_voice_config", "load_wake_head", "load_wav", "mutate_bytes", "wav_header"]
+__all__ = ["Outcome", "Recovered", "Tally", "check", "load_config", "load_intents", "load_outbox", "load_silero",
+           "load_tokens", "load_voice_config", "load_wake_head", "load_wav", "mutate_bytes", "outbox_file", "wav_header"]
 
 
 class Outcome(Enum):
     LOADED = "loaded"
     """The input was valid (or made valid by the loader's documented leniency)."""
+    RECOVERED = "recovered"
+    """The input was damaged and the loader went on as it documents (a corrupt outbox set aside)."""
     CLEAR_ERROR = "clear_error"
     """A VoicedError naming the file (or the key)."""
     UNNAMED_ERROR = "unnamed_error"
@@ -49,13 +52,15 @@ class Tally:
 def check(load: Callable[[Path], object], path: Path, names: tuple[str, ...] = ()) -> tuple[Outcome, str]:
     """Run ``load(path)``; classify what happened. ``names``: what else a message may name (config keys)."""
     try:
-        load(path)
+        result = load(path)
     except VoicedError as exc:
         text = str(exc)
         named = path.name in text or any(n in text for n in names)
         return (Outcome.CLEAR_ERROR if named else Outcome.UNNAMED_ERROR), text
     except Exception:  # noqa: BLE001 - the point: anything but VoicedError is a finding
         return Outcome.FAILURE, traceback.format_exc()
+    if isinstance(result, Recovered):
+        return Outcome.RECOVERED, str(result)
     return Outcome.LOADED, ""
 
 
@@ -69,6 +74,10 @@ def mutate_bytes(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> 
 
 
 # -- loaders (what voiced does with each kind of file) --------------------------------------------
+
+
+class Recovered(str):
+    """What a loader returns when it went on past damage, saying how."""
 
 
 class AcceptedNonsense(Exception):
@@ -122,6 +131,44 @@ def load_tokens(path: Path) -> object:
     from voiced.asr.tokens import SymbolTable
 
     return SymbolTable.load(path)
+
+
+def load_outbox(path: Path) -> object:
+    """As the daemon starts on it: open, hand out and acknowledge everything, append; every message
+    handed out in id order. The files it leaves (WAL, a corrupt one set aside) go, for the next case."""
+    from voiced.mqtt.outbox import Outbox, OutboxConfig
+
+    try:
+        with Outbox(OutboxConfig(str(path), max_age_s=0)) as box:
+            handed, after = [], 0
+            while batch := box.peek(after, 64):
+                handed += [m.id for m in batch]
+                for m in batch:
+                    box.ack(m.id)
+                after = batch[-1].id
+            if handed != sorted(set(handed)):
+                raise AssertionError(f"ids handed out out of order or twice: {handed[:20]}")
+            if box.append("t", b"after") is None or len(box) != 1:
+                raise AssertionError("the outbox does not take a message after its file")
+            aside = box.set_aside
+        return Recovered(f"set aside, {len(handed)} messages kept") if aside else len(handed)
+    finally:
+        for leftover in path.parent.glob(path.name + "?*"):
+            leftover.unlink()
+
+
+def outbox_file(workdir: Path, messages: int = 60) -> bytes:
+    """A real outbox file holding ``messages`` messages of 10-500 bytes (the daemon's own writing)."""
+    from voiced.mqtt.outbox import Outbox, OutboxConfig
+
+    path = workdir / "made-outbox.sqlite3"
+    with Outbox(OutboxConfig(str(path))) as box:
+        for n in range(messages):
+            box.append(f"hermes/intent/n{n}", b"%d" % n * (10 + n * 7 % 490))
+    data = path.read_bytes()
+    for made in workdir.glob(path.name + "*"):
+        made.unlink()
+    return data
 
 
 def load_voice_config(path: Path) -> object:
