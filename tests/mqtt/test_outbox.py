@@ -243,6 +243,30 @@ def test_an_outbox_damaged_inside_is_set_aside_and_what_can_be_read_is_kept(tmp_
         assert box.append("t", b"x") == ids[-1] + 1  # ids go on from the old ones
 
 
+def test_an_outbox_that_goes_bad_while_open_is_set_aside_and_delivery_goes_on(tmp_path: Path) -> None:
+    """A failing SD card damages pages under the running daemon; SQLite meets it at the next read. The
+    file goes aside, what can be read of it stays under the same ids (some are in flight), and the
+    outbox goes on instead of failing every read from then on."""
+    with open_outbox(tmp_path) as box:
+        ids = [box.append(f"t/{i}", bytes([i % 256]) * 1000) for i in range(400)]
+        in_flight = box.peek(limit=10)
+        path = tmp_path / "state" / "outbox.sqlite"
+        other = sqlite3.connect(path)
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page into the file itself
+        with path.open("r+b") as f:
+            f.seek(4096 * 40)
+            f.write(b"\xff" * 4096 * 5)
+        other.execute("UPDATE sqlite_sequence SET seq = seq")  # a write: the outbox's page cache is stale
+        other.commit()
+        other.close()
+        rest = box.peek(after_id=in_flight[-1].id, limit=1000)
+        assert box.set_aside is not None and box.stats()["corrupt_file_set_aside"] == 1
+        assert 300 < len(rest) < 390 and rest[-1].id == ids[-1]
+        assert all(m.payload == bytes([ids.index(m.id) % 256]) * 1000 for m in rest)
+        assert box.ack(in_flight[0].id) is True  # acknowledged under the id it was handed out with
+        assert box.append("t", b"after") == ids[-1] + 1
+
+
 def test_a_corrupt_outbox_of_before_boot_clocks_is_salvaged_too(tmp_path: Path) -> None:
     path = tmp_path / "state" / "outbox.sqlite"
     path.parent.mkdir()

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, open_outbox_file, read_back, take_up
+from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, damaged, open_outbox_file, read_back, take_up
 from voiced.mqtt.outbox_memory import HeldMessages, Row
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
@@ -139,11 +139,13 @@ class Outbox:
             log.error("outbox: %s; messages are sent from memory until it takes writes (lost if the daemon stops "
                       "before)", exc)
 
-    def _attach_locked(self) -> None:
-        """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or read-only."""
+    def _attach_locked(self, damage: BaseException | None = None) -> None:
+        """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or
+        read-only. ``damage``: what reading the open file raised: it is set aside and what can be
+        read of it is kept under the same ids (the client may have handed them out)."""
         path = Path(self.config.path)
-        db, set_aside = open_outbox_file(path, self.config.fsync)
-        count, size, top = take_up(path, db, self._next_id - 1)
+        db, set_aside = open_outbox_file(path, self.config.fsync, damage)
+        count, size, top = take_up(path, db, 0 if damage is not None else self._next_id - 1)
         self._db, self.set_aside = db, set_aside or self.set_aside
         self._count, self._bytes = count, size
         self._next_id = max(self._next_id, top + 1)
@@ -287,10 +289,7 @@ class Outbox:
                 self._expire_locked()
             except sqlite3.Error as exc:  # expiry can wait for space
                 self._write_failed(exc)
-            rows = [] if self._db is None else self._db.execute(
-                f"SELECT {READ_COLUMNS} FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
-                (after_id, limit + len(self._unacked_deletes)),
-            ).fetchall()
+            rows = self._rows_after_locked(after_id, limit + len(self._unacked_deletes))
             messages = []
             for row in rows:
                 fields = read_back(row)
@@ -302,6 +301,30 @@ class Outbox:
                          for i, (topic, payload, qos, retain, created, *_) in self._spill.after(after_id, limit)]
         messages.sort(key=lambda m: m.id)  # the file's from before a late open come after these
         return messages[:limit]
+
+    def _rows_after_locked(self, after_id: int, limit: int) -> list[tuple]:
+        query = f"SELECT {READ_COLUMNS} FROM outbox WHERE id > ? ORDER BY id LIMIT ?"
+        if self._db is None:
+            return []
+        try:
+            return self._db.execute(query, (after_id, limit)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if not damaged(exc):
+                raise
+            self._recover_locked(exc)
+            return [] if self._db is None else self._db.execute(query, (after_id, limit)).fetchall()
+
+    def _recover_locked(self, exc: BaseException) -> None:
+        """The open file read back damaged (a failing SD card): set it aside and go on with what can be
+        read of it, or from memory if not even a new file can be made."""
+        log.error("outbox %s read back damaged while open (%s)", self.config.path, exc)
+        db, self._db = self._file_locked(), None
+        db.close()
+        try:
+            self._attach_locked(exc)
+        except (DiskUnavailable, ConfigError) as failure:
+            self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
+            log.error("outbox %s: %s; messages are sent from memory", self.config.path, failure)
 
     def _drop_damaged_locked(self, message_id: int, size: int) -> None:
         log.error("outbox %s: message %d reads back damaged (the disk?): dropped", self.config.path, message_id)
@@ -322,7 +345,16 @@ class Outbox:
                 return True  # delivered before it reached the file: it never will
             if self._db is None:
                 return False
-            row = self._db.execute("SELECT LENGTH(payload) FROM outbox WHERE id = ?", (message_id,)).fetchone()
+            query = "SELECT LENGTH(payload) FROM outbox WHERE id = ?"
+            try:
+                row = self._db.execute(query, (message_id,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                if not damaged(exc):
+                    raise
+                self._recover_locked(exc)
+                if self._db is None:
+                    return False
+                row = self._db.execute(query, (message_id,)).fetchone()
             if row is None or message_id in self._unacked_deletes:
                 return False
             try:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "READ_COLUMNS", "disk_state", "disk_unavailable", "open_outbox_file", "read_back", "take_up"]
+__all__ = ["DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable", "open_outbox_file", "read_back",
+           "take_up"]
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +62,21 @@ class DiskUnavailable(Exception):
     """The outbox file cannot be opened because its disk is full or read-only."""
 
 
-def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path | None]:
+def open_outbox_file(path: Path, fsync: bool,
+                     damage: BaseException | None = None) -> tuple[sqlite3.Connection, Path | None]:
     """The connection to the outbox at ``path`` (created with its directory), and where a corrupt
-    file found there was set aside (None if there was none). ConfigError names the path when it
-    cannot be opened at all; DiskUnavailable when a full or read-only disk is why."""
+    file found there was set aside (None if there was none). ``damage``: what reading the file
+    raised while it was open (SQLite's check at opening may not see it): it is set aside at once.
+    ConfigError names the path when it cannot be opened at all; DiskUnavailable when a full or
+    read-only disk is why."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if damage is not None:
+                raise damage
             return _open(path, fsync), None
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            if not _damaged(exc):
+            if not damaged(exc):
                 raise  # cannot open, read-only, disk full, locked: the file may be fine
             aside = _set_aside(path)
             rows = _salvage(aside)
@@ -91,7 +97,7 @@ def open_outbox_file(path: Path, fsync: bool) -> tuple[sqlite3.Connection, Path 
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
 
 
-def _damaged(exc: BaseException) -> bool:
+def damaged(exc: BaseException) -> bool:
     """Whether opening failed for what the file holds, not for the disk or another process."""
     if isinstance(exc, UnicodeDecodeError) or "Could not decode to UTF-8" in str(exc):
         return True  # its schema's text damaged
