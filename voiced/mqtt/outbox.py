@@ -320,6 +320,7 @@ class Outbox:
         log.error("outbox %s read back damaged while open (%s)", self.config.path, exc)
         db, self._db = self._file_locked(), None
         db.close()
+        self._count = self._bytes = 0  # until the new file says what it kept
         try:
             self._attach_locked(exc)
         except (DiskUnavailable, ConfigError) as failure:

@@ -98,7 +98,8 @@ def open_outbox_file(path: Path, fsync: bool,
 
 
 def damaged(exc: BaseException) -> bool:
-    """Whether opening failed for what the file holds, not for the disk or another process."""
+    """Whether ``exc``, raised by opening or reading the outbox, comes of what the file holds (not of
+    the disk, permissions or another process)."""
     if isinstance(exc, UnicodeDecodeError) or "Could not decode to UTF-8" in str(exc):
         return True  # its schema's text damaged
     name = getattr(exc, "sqlite_errorname", None) or ""
