@@ -36,82 +36,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
 from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, damaged, open_outbox_file, read_back, take_up
 from voiced.mqtt.outbox_memory import HeldMessages, Row
+from voiced.mqtt.outbox_types import SPILLED, DropReason, OutboxConfig, OutboxMessage
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
 
 __all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
 
-SPILLED = -1
-"""What ``append`` returns for a message kept in memory because the file could not take it."""
-
 log = logging.getLogger(__name__)
 
 _REOPEN_EVERY_S = 5.0
 """How often an outbox whose file could not be opened (disk full or read-only) tries again."""
-
-
-class DropReason(Enum):
-    """Why the outbox dropped a message before it was delivered."""
-
-    MAX_MESSAGES = "max_messages"
-    """More than ``max_messages`` were waiting; the oldest went."""
-    MAX_BYTES = "max_bytes"
-    """The payloads waiting exceeded ``max_bytes``; the oldest went (or the message alone is larger)."""
-    MAX_AGE = "max_age"
-    """The message waited longer than ``max_age_s``."""
-    DAMAGED = "damaged"
-    """The file gave the message back unreadable (a damaged disk)."""
-
-
-@dataclass(frozen=True)
-class OutboxConfig:
-    """Where the outbox lives and how much it may hold."""
-
-    path: str
-    """SQLite file, normally ``<StateDirectory>/outbox.sqlite``; created with its directory."""
-    max_messages: int = 10_000
-    """Most messages kept waiting; beyond it the oldest are dropped."""
-    max_bytes: int = 16 * 1024 * 1024
-    """Most payload bytes kept waiting; beyond it the oldest are dropped."""
-    max_age_s: float = 7 * 24 * 3600.0
-    """Messages older than this are dropped instead of sent (measured on the boot clock within one
-    boot, on the wall clock across a reboot); 0 keeps messages however old."""
-    fsync: bool = False
-    """True: every append and acknowledgement reaches the disk before returning (survives
-    power loss; slow and wearing on SD cards). False: survives a crash of the process, and
-    the database stays intact on power loss, but the newest changes may be lost."""
-
-    def __post_init__(self) -> None:
-        if not self.path:
-            raise ConfigError("outbox.path", "must name a file")
-        if self.max_messages < 1:
-            raise ConfigError("outbox.max_messages", f"must be >= 1, got {self.max_messages}")
-        if self.max_bytes < 1:
-            raise ConfigError("outbox.max_bytes", f"must be >= 1, got {self.max_bytes}")
-        if self.max_age_s < 0:
-            raise ConfigError("outbox.max_age_s", f"must be >= 0, got {self.max_age_s}")
-
-
-@dataclass(frozen=True)
-class OutboxMessage:
-    """One stored message."""
-
-    id: int
-    """Position in the outbox: larger ids were appended later."""
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    created: float
-    """Wall-clock time (``time.time()``) of the append."""
 
 
 class Outbox:
