@@ -157,7 +157,12 @@ def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
     return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TCP connections")
 
 
+# -- state -------------------------------------------------------------------------------------
+
+
 def check_state(state_dir: Path, where: str) -> Check:
+    """Whether the outbox can live in ``state_dir``: a disk that takes no writes is a warning (the daemon
+    runs, from memory), a directory voiced may not write a failure."""
     from voiced.mqtt.outbox_file import disk_state
 
     disk = disk_state(state_dir / "outbox")
@@ -169,6 +174,7 @@ def check_state(state_dir: Path, where: str) -> Check:
     if not os.access(folder, os.W_OK | os.X_OK):
         made = "" if folder == state_dir else f" (to make {state_dir})"
         return Check("state", CheckStatus.FAIL, f"{folder} is not writable{made}: the outbox cannot be opened",
-                     f"give the service user the directory (systemd StateDirectory=voiced) or set daemon.state_dir in {where}")
+                     "give the service user the directory (systemd StateDirectory=voiced) "
+                     f"or set daemon.state_dir in {where}")
     free = shutil.disk_usage(folder).free
     return Check("state", CheckStatus.OK, f"{state_dir} writable, {free / 1e6:,.0f} MB free")
