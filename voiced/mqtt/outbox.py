@@ -22,6 +22,10 @@ messages the file held from before are then handed out after those appended mean
 client has gone past their ids). Messages held in memory are lost only if the daemon stops
 before the disk takes writes.
 
+A damaged file (a failing SD card), found at opening or by a read while open, is set aside and
+replaced by one holding what SQLite can still read of it (``outbox_file``); a single message read
+back damaged is dropped and counted, not allowed to stop the ones after it.
+
 A message's age is measured on the boot clock while the machine has not rebooted since the
 append: a Pi has no real-time clock, so its wall clock starts at the last shutdown's time and
 jumps forward when NTP first answers (by weeks, for a device that was stored away); measured on
@@ -63,7 +67,7 @@ class Outbox:
         self._closed = False
         self._db: sqlite3.Connection | None = None  # None: the disk was full or read-only at the open
         self.set_aside: Path | None = None
-        """Where a corrupt outbox file found at start was moved (None: there was none)."""
+        """Where a corrupt outbox file was last moved (None: none was)."""
         self._count = 0  # messages in the file
         self._bytes = 0
         self._next_id = 1
@@ -232,10 +236,12 @@ class Outbox:
             rows = self._rows_after_locked(after_id, limit + len(self._unacked_deletes))
             messages = []
             for row in rows:
+                if row[0] in self._unacked_deletes:
+                    continue  # delivered, and already counted off
                 fields = read_back(row)
                 if fields is None:
                     self._drop_damaged_locked(row[0], len(row[2]) if isinstance(row[2], bytes) else 0)
-                elif row[0] not in self._unacked_deletes:
+                else:
                     messages.append(OutboxMessage(row[0], *fields))
             messages += [OutboxMessage(i, topic, payload, qos, retain, created)
                          for i, (topic, payload, qos, retain, created, *_) in self._spill.after(after_id, limit)]
