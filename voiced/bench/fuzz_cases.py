@@ -112,9 +112,11 @@ def file_cases(kind: str, speech: Path | None = None, models: Path | None = None
         with tempfile.TemporaryDirectory() as tmp:
             real = outbox_file(Path(tmp))
         far = st.lists(st.tuples(st.integers(0, len(real) - 1), st.integers(0, 255)), min_size=1, max_size=40)
-        pages = st.lists(st.integers(1, len(real) // 4096 - 1), min_size=1, max_size=4)  # whole pages: 0xff, as an SD card
+        # whole pages wiped to 0xff, as a failing SD card leaves them
+        pages = st.lists(st.integers(1, len(real) // 4096 - 1), min_size=1, max_size=4)
         wiped = pages.map(lambda ps: mutate_bytes(real, [(p * 4096 + i, 0xFF) for p in ps for i in range(4096)], None))
-        return st.tuples(far, st.none() | st.integers(0, len(real))).map(lambda e: mutate_bytes(real, e[0], e[1])) | wiped
+        flipped = st.tuples(far, st.none() | st.integers(0, len(real))).map(lambda e: mutate_bytes(real, e[0], e[1]))
+        return flipped | wiped
     raise ValueError(f"unknown file kind {kind!r}")
 
 

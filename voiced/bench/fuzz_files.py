@@ -22,7 +22,8 @@ from typing import Any
 from voiced.errors import VoicedError
 
 __all__ = ["Outcome", "Recovered", "Tally", "check", "load_config", "load_intents", "load_outbox", "load_silero",
-           "load_tokens", "load_voice_config", "load_wake_head", "load_wav", "mutate_bytes", "outbox_file", "wav_header"]
+           "load_tokens", "load_voice_config", "load_wake_head", "load_wav", "mutate_bytes", "outbox_file",
+           "wav_header"]
 
 
 class Outcome(Enum):

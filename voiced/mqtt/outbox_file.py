@@ -26,8 +26,8 @@ from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable", "open_outbox_file", "read_back",
-           "take_up"]
+__all__ = ["DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable", "open_outbox_file",
+           "read_back", "take_up"]
 
 log = logging.getLogger(__name__)
 
