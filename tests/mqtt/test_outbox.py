@@ -151,16 +151,21 @@ def test_after_a_reboot_the_wall_clock_ages_messages(tmp_path: Path, clock: Fake
         assert [m.payload for m in box.peek()] == [b"b"]
 
 
-def test_an_outbox_file_from_before_boot_clocks_keeps_its_messages(tmp_path: Path, clock: FakeClock) -> None:
+def outbox_of_before_boot_clocks(tmp_path: Path, rows: list[tuple[bytes, float]]) -> Path:
+    """An outbox file as voiced wrote it before messages carried their boot, holding (payload, created) rows."""
     path = tmp_path / "state" / "outbox.sqlite"
     path.parent.mkdir()
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,"
                " qos INTEGER NOT NULL, retain INTEGER NOT NULL, created REAL NOT NULL)")
-    db.execute("INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('t', x'01', 1, 0, ?)",
-               (clock.now - 60,))
+    db.executemany("INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('t', ?, 1, 0, ?)", rows)
     db.commit()
     db.close()
+    return path
+
+
+def test_an_outbox_file_from_before_boot_clocks_keeps_its_messages(tmp_path: Path, clock: FakeClock) -> None:
+    outbox_of_before_boot_clocks(tmp_path, [(b"\x01", clock.now - 60)])
     with open_outbox(tmp_path, max_age_s=3600) as box:
         box.append("t", b"\x02")
         assert [m.payload for m in box.peek()] == [b"\x01", b"\x02"]
@@ -268,15 +273,7 @@ def test_an_outbox_that_goes_bad_while_open_is_set_aside_and_delivery_goes_on(tm
 
 
 def test_a_corrupt_outbox_of_before_boot_clocks_is_salvaged_too(tmp_path: Path) -> None:
-    path = tmp_path / "state" / "outbox.sqlite"
-    path.parent.mkdir()
-    old = sqlite3.connect(path)
-    old.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,"
-                " qos INTEGER NOT NULL, retain INTEGER NOT NULL, created REAL NOT NULL)")
-    old.executemany("INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('t', ?, 1, 0, ?)",
-                    [(b"%04d" % i + b"." * 2000, 1e9 + i) for i in range(300)])
-    old.commit()
-    old.close()
+    path = outbox_of_before_boot_clocks(tmp_path, [(b"%04d" % i + b"." * 2000, 1e9 + i) for i in range(300)])
     with path.open("r+b") as f:
         f.seek(4096 * 40)
         f.write(b"\xff" * 4096 * 4)
