@@ -163,13 +163,13 @@ def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
 def check_state(state_dir: Path, where: str) -> Check:
     """Whether the outbox can live in ``state_dir``: a disk that takes no writes is a warning (the daemon
     runs, from memory), a directory voiced may not write a failure."""
-    from voiced.mqtt.outbox_file import disk_state
+    from voiced.mqtt.outbox_file import DiskProblem, disk_state
 
     disk = disk_state(state_dir / "outbox")
     if disk:
+        fix = "free space on it" if disk is DiskProblem.FULL else "check the SD card (dmesg) and remount it read-write"
         return Check("state", CheckStatus.WARN, f"{state_dir} is on a {disk} disk: the outbox works from memory "
-                     "(what it holds is lost if voiced stops before the disk takes writes)",
-                     "free space on it" if disk == "full" else "check the SD card (dmesg) and remount it read-write")
+                     "(what it holds is lost if voiced stops before the disk takes writes)", fix)
     folder = next(p for p in (state_dir, *state_dir.parents) if p.is_dir())
     if not os.access(folder, os.W_OK | os.X_OK):
         made = "" if folder == state_dir else f" (to make {state_dir})"

@@ -22,12 +22,13 @@ import os
 import shutil
 import sqlite3
 import time
+from enum import StrEnum
 from pathlib import Path
 
 from voiced.errors import ConfigError
 
-__all__ = ["DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable", "open_outbox_file",
-           "read_back", "take_up"]
+__all__ = ["DiskProblem", "DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable",
+           "open_outbox_file", "read_back", "take_up"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,13 @@ _COMPANIONS = ("-wal", "-shm")
 _ROOM_NEEDED = 256 * 1024
 """Free bytes below which a failed open is put down to a full disk: opening in WAL mode writes
 the -shm index (32 KiB) and the first -wal frames."""
+
+
+class DiskProblem(StrEnum):
+    """Why a disk takes no writes."""
+
+    FULL = "full"
+    READ_ONLY = "read-only"
 
 
 class DiskUnavailable(Exception):
@@ -208,27 +216,27 @@ def take_up(path: Path, db: sqlite3.Connection, taken: int) -> tuple[int, int, i
     return count, size, top
 
 
-def disk_unavailable(path: Path, exc: BaseException) -> str | None:
-    """"full" or "read-only" when that is why ``exc`` was raised by opening or writing the outbox at
+def disk_unavailable(path: Path, exc: BaseException) -> DiskProblem | None:
+    """FULL or READ_ONLY when that is why ``exc`` was raised by opening or writing the outbox at
     ``path``; None for any other cause."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "full"
+        return DiskProblem.FULL
     if isinstance(exc, OSError) and exc.errno == errno.EROFS:
-        return "read-only"
+        return DiskProblem.READ_ONLY
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        return "full"
+        return DiskProblem.FULL
     return disk_state(path)  # SQLite reports either as an I/O error or "unable to open database file"
 
 
-def disk_state(path: Path) -> str | None:
-    """"full" or "read-only" when the disk that holds (or would hold) ``path`` takes no writes, else None."""
+def disk_state(path: Path) -> DiskProblem | None:
+    """FULL or READ_ONLY when the disk that holds (or would hold) ``path`` takes no writes, else None."""
     folder = next((p for p in (path.parent, *path.parents) if p.is_dir()), None)
     if folder is None:
         return None
     try:
         if os.statvfs(folder).f_flag & os.ST_RDONLY:
-            return "read-only"
-        return "full" if shutil.disk_usage(folder).free < _ROOM_NEEDED else None
+            return DiskProblem.READ_ONLY
+        return DiskProblem.FULL if shutil.disk_usage(folder).free < _ROOM_NEEDED else None
     except OSError:
         return None
 
