@@ -226,6 +226,18 @@ def test_a_file_that_is_no_database_is_set_aside_and_a_new_outbox_begins(tmp_pat
         assert box.set_aside is None and [m.payload for m in box.peek()] == [b"after"]
 
 
+def test_two_corrupt_files_set_aside_in_the_same_second_are_both_kept(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    asides = []
+    for garbage in (b"first " * 1000, b"second " * 1000):
+        path.write_bytes(garbage)
+        with open_outbox(tmp_path) as box:
+            asides.append(box.set_aside)
+        path.unlink()
+    assert len(set(asides)) == 2 and [a.read_bytes()[:6] for a in asides] == [b"first ", b"second"]
+
+
 def test_an_outbox_damaged_inside_is_set_aside_and_what_can_be_read_is_kept(tmp_path: Path) -> None:
     """Pages of a real outbox overwritten, as a failing SD card leaves them: SQLite's check finds it; the
     new outbox begins with every message on the pages left whole, unchanged and in order."""

@@ -262,7 +262,11 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
 
 
 def _set_aside(path: Path) -> Path:
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    stamp = f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    aside, n = path.with_name(stamp), 1
+    while aside.exists():  # one set aside earlier in the same second is kept too
+        n += 1
+        aside = path.with_name(f"{stamp}-{n}")
     path.rename(aside)
     for suffix in _COMPANIONS:
         companion = path.with_name(path.name + suffix)
