@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from voiced.bench.smalldisk import fill, mount_small
+
 
 class SmallDisk:
     """A 4 MB tmpfs of the test's own, and ballast that fills what is left of it."""
@@ -17,12 +19,7 @@ class SmallDisk:
         self._ballast = path / "ballast"
 
     def fill(self) -> None:
-        with open(self._ballast, "ab", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass  # ENOSPC: full
+        fill(self.path, chunk=4096)  # to the last page: SQLite must find no room at all
 
     def free(self) -> None:
         self._ballast.unlink()
@@ -36,10 +33,8 @@ class SmallDisk:
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
     """A small tmpfs mounted for one test (root only: CI runs as root); skipped where mounting is refused."""
     mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a small tmpfs needs root (CI runs as root): {done.stderr.decode().strip()}")
+    if not mount_small(mount, "4m"):
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
     try:
         yield SmallDisk(mount)
     finally:

@@ -40,6 +40,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from voiced.bench.broker import Mosquitto
+from voiced.bench.smalldisk import fill, mount_small
 
 __all__ = ["PHASES", "bench_chaos"]
 
@@ -173,23 +174,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _mount_small(path: Path, size: str = "8m") -> bool:
-    path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
-
-
-def _fill(path: Path) -> Path:
-    ballast = path / "ballast"
-    with open(ballast, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
-    return ballast
-
-
 def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run, broker: Mosquitto,
            rec: _Recorder, audio: Path) -> dict[str, Any]:
     before = set(rec.snapshot()[0])
@@ -216,7 +200,7 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
             events.append({"at_s": round(at, 1), "stalled_s": round(stall, 2)})
         elif kind == "disk_full":
             full = rng.uniform(2.0, 5.0)
-            ballast = _fill(run.state)
+            ballast = fill(run.state)
             time.sleep(full)
             ballast.unlink()
             events.append({"at_s": round(at, 1), "full_s": round(full, 2)})
@@ -267,7 +251,7 @@ def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, se
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         state = work / "state"
-        small = os.geteuid() == 0 and _mount_small(state)
+        small = os.geteuid() == 0 and mount_small(state)
         try:
             broker = Mosquitto(work, persistent=True)
             rec = _Recorder(broker.port)
