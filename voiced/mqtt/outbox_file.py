@@ -79,30 +79,35 @@ def open_outbox_file(path: Path, fsync: bool,
     read-only disk is why."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if damage is not None:
+            return _replace_damaged(path, fsync, damage)
         try:
-            if damage is not None:
-                raise damage
             return _open(path, fsync), None
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             if not damaged(exc):
                 raise  # cannot open, read-only, disk full, locked: the file may be fine
-            aside = _set_aside(path)
-            rows = _salvage(aside)
-            db = _open(path, fsync)
-            try:
-                with db:
-                    db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            except BaseException:
-                db.close()
-                raise
-            log.error("outbox %s is corrupt (%s): moved to %s; a new outbox begins with %s", path, exc, aside,
-                      f"the {len(rows)} messages SQLite could still read from it" if rows else "none of its messages")
-            return db, aside
+            return _replace_damaged(path, fsync, exc)
     except (OSError, sqlite3.Error) as exc:
         why = disk_unavailable(path, exc)
         if why:
             raise DiskUnavailable(f"cannot open {path}: {exc} (the disk is {why})") from None
         raise ConfigError("outbox.path", f"cannot open {path}: {exc}", str(path)) from None
+
+
+def _replace_damaged(path: Path, fsync: bool, exc: BaseException) -> tuple[sqlite3.Connection, Path]:
+    """Set the damaged file aside and open a new one holding what can be read of it."""
+    aside = _set_aside(path)
+    rows = _salvage(aside)
+    db = _open(path, fsync)
+    try:
+        with db:
+            db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    except BaseException:
+        db.close()
+        raise
+    log.error("outbox %s is corrupt (%s): moved to %s; a new outbox begins with %s", path, exc, aside,
+              f"the {len(rows)} messages SQLite could still read from it" if rows else "none of its messages")
+    return db, aside
 
 
 def damaged(exc: BaseException) -> bool:
