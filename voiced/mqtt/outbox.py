@@ -233,7 +233,8 @@ class Outbox:
                 self._expire_locked()
             except sqlite3.Error as exc:  # expiry can wait for space
                 self._write_failed(exc)
-            rows = self._rows_after_locked(after_id, limit + len(self._unacked_deletes))
+            rows = self._read_locked(f"SELECT {READ_COLUMNS} FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
+                                     (after_id, limit + len(self._unacked_deletes)))
             messages = []
             for row in rows:
                 if row[0] in self._unacked_deletes:
@@ -248,17 +249,18 @@ class Outbox:
         messages.sort(key=lambda m: m.id)  # the file's from before a late open come after these
         return messages[:limit]
 
-    def _rows_after_locked(self, after_id: int, limit: int) -> list[tuple]:
-        query = f"SELECT {READ_COLUMNS} FROM outbox WHERE id > ? ORDER BY id LIMIT ?"
+    def _read_locked(self, query: str, params: tuple) -> list[tuple]:
+        """The rows of a read of the file (none while there is no file); a read that meets damage sets
+        the file aside and reads the new one."""
         if self._db is None:
             return []
         try:
-            return self._db.execute(query, (after_id, limit)).fetchall()
+            return self._db.execute(query, params).fetchall()
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
             self._recover_locked(exc)
-            return [] if self._db is None else self._db.execute(query, (after_id, limit)).fetchall()
+            return [] if self._db is None else self._db.execute(query, params).fetchall()
 
     def _recover_locked(self, exc: BaseException) -> None:
         """The open file read back damaged (a failing SD card): set it aside and go on with what can be
@@ -290,22 +292,12 @@ class Outbox:
             self._check_open()
             if self._spill.remove(message_id):
                 return True  # delivered before it reached the file: it never will
-            if self._db is None:
+            rows = self._read_locked("SELECT LENGTH(payload) FROM outbox WHERE id = ?", (message_id,))
+            if not rows or message_id in self._unacked_deletes:
                 return False
-            query = "SELECT LENGTH(payload) FROM outbox WHERE id = ?"
+            [row] = rows
             try:
-                row = self._db.execute(query, (message_id,)).fetchone()
-            except sqlite3.DatabaseError as exc:
-                if not damaged(exc):
-                    raise
-                self._recover_locked(exc)
-                if self._db is None:
-                    return False
-                row = self._db.execute(query, (message_id,)).fetchone()
-            if row is None or message_id in self._unacked_deletes:
-                return False
-            try:
-                self._db.execute("DELETE FROM outbox WHERE id = ?", (message_id,))
+                self._file_locked().execute("DELETE FROM outbox WHERE id = ?", (message_id,))
             except sqlite3.Error as exc:  # delivered all the same: retried later, never handed out again
                 self._write_failed(exc)
                 self._unacked_deletes.add(message_id)
