@@ -19,8 +19,9 @@ the disk takes writes again; an acknowledgement that cannot be written is rememb
 (until then the message is not handed out again). If the disk is already full or read-only when
 the outbox opens, it starts from memory and opens the file once the disk takes writes; the
 messages the file held from before are then handed out after those appended meanwhile (the
-client has gone past their ids). Messages held in memory are lost only if the daemon stops
-before the disk takes writes.
+client has gone past their ids). Messages held in memory are kept in a file on a RAM-backed disk
+too when ``held_path`` is set (``outbox_held``): a restart of the daemon before the disk takes
+writes then takes them up again; without it, or across a reboot, they are lost.
 
 A damaged file (a failing SD card), found at opening or by a read while open, is set aside and
 replaced by one holding what SQLite can still read of it (``outbox_file``); a single message read
@@ -45,12 +46,13 @@ from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
 from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, damaged, open_outbox_file, read_back, take_up
+from voiced.mqtt.outbox_held import HeldFile
 from voiced.mqtt.outbox_memory import HeldMessages, Row
-from voiced.mqtt.outbox_types import SPILLED, DropReason, OutboxConfig, OutboxMessage
+from voiced.mqtt.outbox_types import HELD_FILE, OUTBOX_FILE, SPILLED, DropReason, OutboxConfig, OutboxMessage
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
 
-__all__ = ["DropReason", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
+__all__ = ["DropReason", "HELD_FILE", "OUTBOX_FILE", "Outbox", "OutboxConfig", "OutboxMessage", "SPILLED"]
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,6 @@ class Outbox:
         self._bytes = 0
         self._next_id = 1
         self._dropped = {reason: 0 for reason in DropReason}
-        self._spill = HeldMessages()  # appends the file refused
         self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
         self._reopen_at = 0.0
         self.write_errors = 0
@@ -80,8 +81,16 @@ class Outbox:
             self._attach_locked()
         except DiskUnavailable as exc:
             self._reopen_at = time.monotonic() + _REOPEN_EVERY_S
-            log.error("outbox: %s; messages are sent from memory until it takes writes (lost if the daemon stops "
-                      "before)", exc)
+            log.error("outbox: %s; messages are sent from memory until it takes writes", exc)
+        # appends the file refused; after the file's ids, as they are newer than its messages
+        self._spill = HeldMessages(HeldFile.open(Path(config.held_path)) if config.held_path else None)
+        held = self._spill.take_up(self._next_id)
+        if held:
+            self._next_id += held
+            log.info("outbox: %d messages held in memory before a restart taken up from %s", held,
+                     config.held_path)
+            self._expire_held_locked()
+            self._bound_held_locked()
 
     def _attach_locked(self, damage: BaseException | None = None) -> None:
         """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or
@@ -155,6 +164,10 @@ class Outbox:
     def _spill_locked(self, message_id: int, row: Row) -> int:
         self._spill.add(message_id, row)
         self._expire_held_locked()
+        self._bound_held_locked()
+        return SPILLED
+
+    def _bound_held_locked(self) -> None:
         # the file's bounds, over what it holds and what waits here together
         bounds = ((DropReason.MAX_MESSAGES, lambda: len(self._spill) + self._count > self.config.max_messages),
                   (DropReason.MAX_BYTES, lambda: self._spill.bytes + self._bytes > self.config.max_bytes))
@@ -165,7 +178,6 @@ class Outbox:
                 dropped += 1
             if dropped:
                 self._count_drop(reason, dropped, f"the {dropped} oldest messages held in memory (the file takes none)")
-        return SPILLED
 
     def _unspill_locked(self) -> bool:
         """Move the messages held in memory to the file, oldest first; True when none is left."""
@@ -343,11 +355,18 @@ class Outbox:
             if not self._closed:
                 self._reopen_at = 0.0  # a last try to open the file, however recent the one before
                 if self._spill and not self._unspill_locked():
-                    log.error("outbox %s: %d messages held in memory are lost: the file still takes none",
-                              self.config.path, len(self._spill))
+                    if self._spill.file is None:
+                        log.error("outbox %s: %d messages held in memory are lost: the file still takes none",
+                                  self.config.path, len(self._spill))
+                    else:
+                        log.warning("outbox %s still takes no writes: %d messages held stay in %s for the next "
+                                    "start (lost on a reboot)", self.config.path, len(self._spill),
+                                    self._spill.file.path)
                 self._closed = True
                 if self._db is not None:
                     self._db.close()
+                if self._spill.file is not None:
+                    self._spill.file.close()
 
     def _check_open(self) -> None:
         if self._closed:

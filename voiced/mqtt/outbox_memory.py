@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voiced.mqtt.outbox_held import HeldFile
 
 __all__ = ["HeldMessages", "Row"]
 
@@ -12,12 +16,31 @@ Row = tuple[str, bytes, int, bool, float, str, float]
 
 class HeldMessages:
     """Held messages by id, oldest first (ids only grow, so this is also the order of their
-    appends), with their payload bytes counted. Not thread-safe: the outbox's lock covers it."""
+    appends), with their payload bytes counted, and kept in ``file`` too when one is given (so a
+    restart of the daemon does not lose them). Not thread-safe: the outbox's lock covers it."""
 
-    def __init__(self) -> None:
+    def __init__(self, file: HeldFile | None = None) -> None:
         self._rows: dict[int, Row] = {}
+        self._file = file
         self.bytes = 0
         """Payload bytes held."""
+
+    def take_up(self, first_id: int) -> int:
+        """Hold what a process before left in the file, renumbered from ``first_id`` in its order (ids it
+        gave may have been given again since, by the outbox file); how many."""
+        if self._file is None:
+            return 0
+        rows = [(first_id + n, row) for n, (_, row) in enumerate(self._file.left())]
+        if rows:
+            self._file.replace(rows)
+        for message_id, row in rows:
+            self._rows[message_id] = row
+            self.bytes += len(row[1])
+        return len(rows)
+
+    @property
+    def file(self) -> HeldFile | None:
+        return self._file
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -25,6 +48,8 @@ class HeldMessages:
     def add(self, message_id: int, row: Row) -> None:
         self._rows[message_id] = row
         self.bytes += len(row[1])
+        if self._file is not None:
+            self._file.add(message_id, row)
 
     def oldest(self) -> tuple[int, Row]:
         message_id = next(iter(self._rows))
@@ -36,6 +61,8 @@ class HeldMessages:
         if row is None:
             return False
         self.bytes -= len(row[1])
+        if self._file is not None:
+            self._file.remove(message_id)
         return True
 
     def drop_older_than(self, since_boot: float) -> int:

@@ -7,8 +7,12 @@ from enum import Enum
 
 from voiced.errors import ConfigError
 
-__all__ = ["DropReason", "OutboxConfig", "OutboxMessage", "SPILLED"]
+__all__ = ["DropReason", "HELD_FILE", "OUTBOX_FILE", "OutboxConfig", "OutboxMessage", "SPILLED"]
 
+OUTBOX_FILE = "outbox.sqlite3"
+"""The daemon's outbox file, in its state directory."""
+HELD_FILE = "outbox-held.sqlite3"
+"""Where the daemon keeps messages held in memory too, in its runtime directory."""
 SPILLED = -1
 """What ``append`` returns for a message kept in memory because the file could not take it."""
 
@@ -39,6 +43,10 @@ class OutboxConfig:
     max_age_s: float = 7 * 24 * 3600.0
     """Messages older than this are dropped instead of sent (measured on the boot clock within one
     boot, on the wall clock across a reboot); 0 keeps messages however old."""
+    held_path: str | None = None
+    """SQLite file on a RAM-backed disk (the runtime directory) where messages held in memory while
+    ``path``'s disk takes no writes are kept too, so that a restart of the daemon does not lose them;
+    None: in memory only."""
     fsync: bool = False
     """True: every append and acknowledgement reaches the disk before returning (survives
     power loss; slow and wearing on SD cards). False: survives a crash of the process, and
@@ -47,6 +55,8 @@ class OutboxConfig:
     def __post_init__(self) -> None:
         if not self.path:
             raise ConfigError("outbox.path", "must name a file")
+        if self.held_path is not None and (not self.held_path or self.held_path == self.path):
+            raise ConfigError("outbox.held_path", "must name a file other than outbox.path")
         if self.max_messages < 1:
             raise ConfigError("outbox.max_messages", f"must be >= 1, got {self.max_messages}")
         if self.max_bytes < 1:

@@ -1,0 +1,160 @@
+"""Messages held in memory while the outbox's disk is full, kept in a file on another (RAM-backed) disk
+so that a restart of the daemon does not lose them. Real parts: a small tmpfs filled to the last block
+(root only: CI runs as root), a real process killed with SIGKILL while it holds messages."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import voiced.mqtt.outbox as outbox_module
+from tests.disk_fixtures import SmallDisk
+from voiced.errors import ConfigError
+from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
+
+_HOLDER = """
+import sys, time
+from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
+box = Outbox(OutboxConfig(path=sys.argv[1], held_path=sys.argv[2]))
+assert [box.append("t", b"held %d" % n) for n in range(5)] == [SPILLED] * 5
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def drain(box: Outbox) -> list[bytes]:
+    """Everything waiting, acknowledged as a client would on each PUBACK; each under an id of its own."""
+    got, after, ids = [], 0, []
+    while batch := box.peek(after, 50):
+        for m in batch:
+            got.append(m.payload)
+            ids.append(m.id)
+            box.ack(m.id)
+        after = batch[-1].id
+    assert len(set(ids)) == len(ids), ids
+    return got
+
+
+def killed_while_holding(path: str, held: Path) -> None:
+    """A daemon's outbox that held five messages in memory (its disk full) when it was SIGKILLed."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, path, str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+
+@pytest.fixture
+def from_before(small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An outbox file on ``small_disk`` holding b"old 0" from a run before; reopened at every operation."""
+    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
+    path = str(small_disk.path / "outbox.sqlite3")
+    with Outbox(OutboxConfig(path=path)) as box:
+        box.append("t", b"old 0")
+    return path
+
+
+@pytest.mark.parametrize("disk_at_restart", ["free", "still full"])
+def test_messages_held_when_the_daemon_is_killed_are_delivered_after_the_restart(
+        tmp_path: Path, small_disk: SmallDisk, from_before: str, disk_at_restart: str) -> None:
+    """The SD card full, the broker away, and the daemon killed (the watchdog, a crash): what it held in
+    memory comes back from the runtime directory. The killed process gave its messages ids the file had
+    given before (it never could open the file): they are renumbered, not lost to a clash."""
+    held = tmp_path / "run" / "outbox-held.sqlite3"
+    small_disk.fill()
+    killed_while_holding(from_before, held)
+    if disk_at_restart == "free":
+        small_disk.free()
+    box = Outbox(OutboxConfig(path=from_before, held_path=str(held)))
+    assert box.held_in_memory == 5
+    if disk_at_restart == "still full":
+        assert [m.payload for m in box.peek()] == [b"held %d" % n for n in range(5)]  # from memory at once
+        small_disk.free()
+    got = drain(box)
+    assert sorted(got) == [b"held %d" % n for n in range(5)] + [b"old 0"]  # every one, once
+    assert [p for p in got if p.startswith(b"held")] == [b"held %d" % n for n in range(5)]  # in order
+    assert box.held_in_memory == 0 and len(box) == 0
+    box.close()
+    with Outbox(OutboxConfig(path=from_before, held_path=str(held))) as again:
+        assert again.held_in_memory == 0 and again.peek() == []  # delivered: not taken up a second time
+
+
+def test_held_messages_that_reach_the_file_leave_the_runtime_directory(
+        tmp_path: Path, small_disk: SmallDisk, from_before: str) -> None:
+    """Once the disk has room they are in the outbox file, under the same ids, and only there: a restart
+    then hands each out once."""
+    held = tmp_path / "run" / "outbox-held.sqlite3"
+    box = Outbox(OutboxConfig(path=from_before, held_path=str(held)))
+    small_disk.fill()
+    assert [box.append("t", b"new %d" % n) for n in range(3)] == [SPILLED] * 3
+    handed = box.peek()
+    small_disk.free()
+    assert box.peek() == handed and box.held_in_memory == 0  # moved to the file
+    box.close()
+    with Outbox(OutboxConfig(path=from_before, held_path=str(held))) as again:
+        assert again.held_in_memory == 0 and again.peek() == handed
+
+
+def test_a_daemon_stopped_on_a_full_disk_keeps_what_it_holds_for_the_next_start(
+        tmp_path: Path, small_disk: SmallDisk, from_before: str, caplog: pytest.LogCaptureFixture) -> None:
+    held = str(tmp_path / "run" / "outbox-held.sqlite3")
+    small_disk.fill()
+    box = Outbox(OutboxConfig(path=from_before, held_path=held))
+    box.append("t", b"a")
+    box.append("t", b"b")
+    [a, _] = box.peek()
+    box.ack(a.id)  # delivered before the stop: not kept
+    with caplog.at_level("WARNING", logger="voiced.mqtt.outbox"):
+        box.close()
+    assert "1 messages held stay in" in caplog.text and "lost" not in caplog.text.split("stay in")[0]
+    with Outbox(OutboxConfig(path=from_before, held_path=held)) as again:
+        assert [m.payload for m in again.peek()] == [b"b"]
+        small_disk.free()
+        assert drain(again) == [b"b", b"old 0"]
+
+
+def test_held_messages_keep_the_bounds_when_taken_up(tmp_path: Path, small_disk: SmallDisk, from_before: str) -> None:
+    held = str(tmp_path / "run" / "outbox-held.sqlite3")
+    small_disk.fill()
+    killed_while_holding(from_before, Path(held))
+    with Outbox(OutboxConfig(path=from_before, held_path=held, max_messages=3)) as box:
+        # the file's "old 0" counts once the file opens; until then the three newest held stay
+        assert [m.payload for m in box.peek()] == [b"held 2", b"held 3", b"held 4"]
+        assert box.stats()["dropped_max_messages"] == 2
+        small_disk.free()
+
+
+def test_a_runtime_directory_that_takes_no_writes_leaves_messages_held_in_memory(
+        tmp_path: Path, small_disk: SmallDisk, caplog: pytest.LogCaptureFixture) -> None:
+    """The file beside memory only adds to what survives: when it cannot be written (here on the same full
+    disk, or at a path that cannot exist) delivery goes on from memory."""
+    path = str(small_disk.path / "outbox.sqlite3")
+    box = Outbox(OutboxConfig(path=path, held_path=str(small_disk.path / "held.sqlite3")))
+    small_disk.fill()
+    with caplog.at_level("ERROR", logger="voiced.mqtt.outbox_held"):
+        assert [box.append("t", b"m %d" % n) for n in range(40)] == [SPILLED] * 40
+    assert "cannot be written" in caplog.text and box.held_in_memory == 40
+    assert [m.payload for m in box.peek(limit=100)] == [b"m %d" % n for n in range(40)]
+    small_disk.free()
+    assert len(drain(box)) == 40
+    box.close()
+    (tmp_path / "a-file").write_text("")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="voiced.mqtt.outbox_held"):
+        box = Outbox(OutboxConfig(path=path, held_path=str(tmp_path / "a-file" / "held.sqlite3")))
+    assert "kept in memory only" in caplog.text
+    small_disk.fill()
+    assert box.append("t", b"still held") == SPILLED and [m.payload for m in box.peek()] == [b"still held"]
+    small_disk.free()
+    box.close()
+
+
+def test_the_held_path_must_be_another_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "outbox.sqlite3")
+    with pytest.raises(ConfigError, match="held_path"):
+        OutboxConfig(path=path, held_path=path)
