@@ -103,3 +103,14 @@ def test_backoff_errors_name_the_nested_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         Config.from_file(write(tmp_path, "[mqtt.backoff]\ninitial = 5.0\nmaximum = 1.0\n"))
     assert info.value.key == "mqtt.backoff.initial"
+
+
+def test_the_runtime_directory_is_systemd_s_or_the_configured_one(tmp_path: Path, monkeypatch) -> None:
+    """Held messages outlive a restart only on a disk that is not the state's: systemd's RuntimeDirectory=,
+    a configured one (relative to the config file), or none at all outside systemd."""
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    assert Config.from_file(write(tmp_path, "")).daemon.resolved_runtime_dir() is None
+    monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/voiced:/run/other")
+    assert Config.from_file(write(tmp_path, "")).daemon.resolved_runtime_dir() == Path("/run/voiced")
+    configured = Config.from_file(write(tmp_path, '[daemon]\nruntime_dir = "run"\n'))
+    assert configured.daemon.resolved_runtime_dir() == tmp_path / "run"

@@ -265,6 +265,10 @@ class HardwareSection:
 class DaemonSection:
     state_dir: Path | None = None
     """Where the outbox lives; unset: $STATE_DIRECTORY (systemd), else $XDG_STATE_HOME/voiced."""
+    runtime_dir: Path | None = None
+    """Where messages held in memory while the state directory's disk is full or read-only are kept
+    too, so that a restart of the daemon does not lose them: a RAM-backed directory on another disk;
+    unset: $RUNTIME_DIRECTORY (systemd's RuntimeDirectory=), else nowhere (memory only)."""
     stats_interval_s: float = 60.0
     """Seconds between stats messages on voiced/<siteId>/stats."""
 
@@ -279,6 +283,13 @@ class DaemonSection:
             return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         return Path(base) / "voiced"
+
+    def resolved_runtime_dir(self) -> Path | None:
+        if self.runtime_dir is not None:
+            return self.runtime_dir
+        if os.environ.get("RUNTIME_DIRECTORY"):
+            return Path(os.environ["RUNTIME_DIRECTORY"].split(":")[0])
+        return None
 
 
 @dataclass(frozen=True)
@@ -347,7 +358,8 @@ class Config:
             intents=replace(self.intents, templates=rel_all(self.intents.templates),
                             list_files=rel_all(self.intents.list_files)),
             mqtt=mqtt,
-            daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir)),
+            daemon=replace(self.daemon, state_dir=rel(self.daemon.state_dir),
+                           runtime_dir=rel(self.daemon.runtime_dir)),
             llm=self.llm.relative_to(base),
             tts=replace(self.tts, voice=rel(self.tts.voice)),
             wake=replace(self.wake, directory=rel(self.wake.directory)),

@@ -58,6 +58,8 @@ def test_service_directives() -> None:
     assert one["StartLimitIntervalSec"] and one["StartLimitBurst"] and one["TimeoutStopSec"]
     assert one["DynamicUser"] == "yes" and one["SupplementaryGroups"] == "audio"
     assert one["StateDirectory"] == "voiced" and one["ConfigurationDirectory"] == "voiced"
+    # held messages survive a restart of the service, not a reboot
+    assert one["RuntimeDirectory"] == "voiced" and one["RuntimeDirectoryPreserve"] == "restart"
     assert one["DevicePolicy"] == "closed" and d["DeviceAllow"] == ["char-alsa rw"]
     assert "PrivateDevices" not in d  # it would hide /dev/snd
     assert set(one["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}

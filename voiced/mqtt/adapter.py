@@ -36,7 +36,7 @@ from voiced.mqtt import hermes
 from voiced.mqtt.arbitration import MqttArbiter
 from voiced.mqtt.client import MqttClient
 from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state, wake_event
-from voiced.mqtt.outbox import Outbox, OutboxConfig
+from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
 from voiced.tts.audio import wav_to_chunk
@@ -68,8 +68,9 @@ class HermesAdapter:
         self.config = config
         self.site_id = config.site.id
         # the outbox makes the state directory itself: on a full or read-only disk it starts from memory
-        state_dir = config.daemon.resolved_state_dir()
-        self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / "outbox.sqlite3"))))
+        state_dir, runtime_dir = config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir()
+        held = None if runtime_dir is None else str(runtime_dir / HELD_FILE)
+        self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / OUTBOX_FILE), held_path=held)))
         wake = core.models.wake
         self.discovery = Discovery(
             self.client,
