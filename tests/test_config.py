@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from voiced.asr.search import SearchMethod
+from voiced.audio.wav import write_wav
 from voiced.config import Config
 from voiced.errors import ConfigError
 from voiced.stages import Counters, DropOldestQueue
@@ -114,3 +116,35 @@ def test_the_runtime_directory_is_systemd_s_or_the_configured_one(tmp_path: Path
     assert Config.from_file(write(tmp_path, "")).daemon.resolved_runtime_dir() == Path("/run/voiced")
     configured = Config.from_file(write(tmp_path, '[daemon]\nruntime_dir = "run"\n'))
     assert configured.daemon.resolved_runtime_dir() == tmp_path / "run"
+
+
+def test_every_file_the_config_names_is_relative_to_the_config_file(tmp_path: Path, monkeypatch) -> None:
+    """As the README says: a relative path is read beside the config file, not in the working directory
+    (which is / under systemd): a WAV source, a hardware profile file and a wake word head given as a path."""
+    from voiced.audio.source import open_source
+    from voiced.runtime.hardware import select_profile
+
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    (folder / "myboard.toml").write_text((Path(__file__).parent.parent / "hardware" / "pi4.toml").read_text()
+                                         .replace('name = "pi4"', 'name = "myboard"'))
+    write_wav(folder / "x.wav", np.zeros((1600, 1), np.float32), 16_000)
+    path = write(folder, """
+[audio]
+source = "file:x.wav"
+[hardware]
+profile = "myboard.toml"
+[wake]
+directory = "oww"
+models = ["alexa_v0.1", "heads/custom.onnx", "/abs/other.onnx"]
+""")
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    c = Config.from_file(path)
+    assert c.audio.source == f"file:{folder / 'x.wav'}"
+    with open_source(c.audio.source) as source:  # found and read
+        assert sum(len(chunk) for chunk in source.chunks()) == 1600
+    assert select_profile(c.hardware.profile).name == "myboard"
+    assert c.wake.models == ("alexa_v0.1", str(folder / "heads/custom.onnx"), "/abs/other.onnx")
+    for kept in ("alsa:hw:1,0", "none", f"file:{folder / 'x.wav'}"):
+        assert Config.from_file(write(folder, f'[audio]\nsource = "{kept}"\n')).audio.source == kept
+    assert Config.from_file(write(folder, '[hardware]\nprofile = "pi4"\n')).hardware.profile == "pi4"

@@ -12,15 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from voiced.asr.search import SearchMethod
+from voiced.audio.source import source_relative_to
 from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
 from voiced.intentconfig import IntentsSection
 from voiced.llm.config import LlmConfig
 from voiced.mqtt.config import MqttConfig
+from voiced.runtime.hardware import is_profile_path
 from voiced.tts.config import SynthesisOptions
 from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
+from voiced.wake.model import is_head_path
 from voiced.wyoming.config import WyomingConfig
 
 __all__ = ["AsrSection", "AudioSection", "Config", "DaemonSection", "HardwareSection", "IntentsSection", "SiteSection", "VadSection", "WakeSection"]
@@ -351,6 +354,12 @@ class Config:
         def rel_all(paths: tuple[str, ...]) -> tuple[str, ...]:
             return tuple(p if Path(p).is_absolute() else str(base / p) for p in paths)
 
+        source = source_relative_to(self.audio.source, base)
+        profile = self.hardware.profile
+        if is_profile_path(profile):
+            profile = str(rel(Path(profile).expanduser()))
+        heads = tuple(rel_all((h,))[0] if is_head_path(h) else h for h in self.wake.models)
+
         return replace(
             self,
             vad=replace(self.vad, model=rel(self.vad.model)),
@@ -362,6 +371,8 @@ class Config:
                            runtime_dir=rel(self.daemon.runtime_dir)),
             llm=self.llm.relative_to(base),
             tts=replace(self.tts, voice=rel(self.tts.voice)),
-            wake=replace(self.wake, directory=rel(self.wake.directory)),
+            audio=replace(self.audio, source=source),
+            hardware=replace(self.hardware, profile=profile),
+            wake=replace(self.wake, directory=rel(self.wake.directory), models=heads),
             cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
         )

@@ -31,7 +31,8 @@ from voiced.errors import ConfigError
 if TYPE_CHECKING:
     from voiced.audio.alsa import AlsaCaptureConfig
 
-__all__ = ["AudioSource", "NullSource", "SourceKind", "SourceStats", "WavSource", "describe_layout", "open_source"]
+__all__ = ["AudioSource", "NullSource", "SourceKind", "SourceStats", "WavSource", "describe_layout", "open_source",
+           "source_relative_to"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +205,15 @@ def describe_layout(channels: int, channel: int | None) -> str:
     if channels == 1:
         return ""
     return f" {channels}ch→" + ("mix" if channel is None else f"ch{channel}")
+
+
+def source_relative_to(spec: str, base: Path) -> str:
+    """``spec`` with a relative ``file:PATH`` made relative to ``base`` (the config file's folder); any
+    other spec as it is (a malformed one is reported by ``open_source``)."""
+    scheme, colon, rest = (spec or "").strip().partition(":")
+    if scheme.lower() != SourceKind.FILE.value or not rest.strip() or Path(rest).expanduser().is_absolute():
+        return spec
+    return f"{scheme}{colon}{base / rest}"
 
 
 def open_source(spec: str, *, alsa: AlsaCaptureConfig | None = None, channel: int | None = None,

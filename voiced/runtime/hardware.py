@@ -188,10 +188,15 @@ def known_profiles(directory: Path = PROFILES_DIR) -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in directory.glob("*.toml")))
 
 
+def is_profile_path(text: str) -> bool:
+    """Whether ``[hardware] profile`` names a file (else a shipped profile or ``auto``)."""
+    return "/" in text or text.endswith(".toml")
+
+
 def load_profile(name_or_path: str | Path, directory: Path = PROFILES_DIR) -> HardwareProfile:
     """A profile by name (``pi4``) or by file path; ConfigError lists the known names."""
     text = str(name_or_path)
-    if isinstance(name_or_path, Path) or "/" in text or text.endswith(".toml"):
+    if isinstance(name_or_path, Path) or is_profile_path(text):
         return _read(Path(text).expanduser(), expected_name=None)
     path = directory / f"{text}.toml"
     if not _NAME.match(text) or not path.is_file():

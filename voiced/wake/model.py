@@ -24,9 +24,15 @@ from voiced.wake.frontend import (
     FRAME_SAMPLES, FRONTEND_STREAM, MEL_CONTEXT, FrontEnd, StreamingFrontEnd, WindowFrontEnd,
 )
 
-__all__ = ["FRAME_SAMPLES", "MEL_CONTEXT", "WakeHead", "WakeModel"]
+__all__ = ["FRAME_SAMPLES", "MEL_CONTEXT", "WakeHead", "WakeModel", "is_head_path"]
 
 log = logging.getLogger(__name__)
+
+
+def is_head_path(head: str) -> bool:
+    """Whether a wake word head is given as a file path (else a name like "alexa_v0.1" in the folder)."""
+    p = Path(head)
+    return p.suffix == ".onnx" or len(p.parts) > 1
 
 
 def _pick(path: Path) -> Path:
@@ -96,10 +102,7 @@ class WakeModel:
         emb = Path(embedding) if embedding is not None else folder / "embedding_model.onnx"
         paths = []
         for head in heads:
-            p = Path(head)
-            if p.suffix != ".onnx" and len(p.parts) == 1:  # a name like "alexa_v0.1"
-                p = folder / f"{head}.onnx"
-            paths.append(p)
+            paths.append(Path(head) if is_head_path(head) else folder / f"{head}.onnx")
         for p in (mel, emb, *paths):
             if not _pick(p).is_file():
                 raise ModelError(f"wake word model not found: {p}")
