@@ -39,6 +39,7 @@ class Daemon:
             from voiced.wyoming.server import WyomingServer  # asyncio and zeroconf only when asked for
 
             self.wyoming = WyomingServer(self.core, config.wyoming)
+            self.hermes.stats_sections["wyoming"] = self.wyoming.stats
 
     # The parts callers (CLI, tests, benchmarks) reach for.
     @property
@@ -81,17 +82,15 @@ class Daemon:
         return clean
 
     def status_line(self) -> str:
-        """What STATUS= shows: ``listening on alsa:hw:1,0 · mqtt connected · 0 dropped``."""
+        """What STATUS= shows: ``listening on alsa:hw:1,0 @16000 Hz · 0 dropped · mqtt connected``."""
         parts = [self.core.status_line(), self.hermes.status()]
         if self.wyoming is not None:
             parts.append(self.wyoming.status())
         return " · ".join(parts)
 
     def stats(self) -> dict[str, object]:
-        stats = self.hermes.stats()
-        if self.wyoming is not None:
-            stats["wyoming"] = self.wyoming.stats()
-        return stats
+        """What ``voiced/<siteId>/stats`` carries."""
+        return self.hermes.stats()
 
     def reload(self, config: Config) -> None:
         """SIGHUP: new intent templates (and the discovery that lists them) without touching audio."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from voiced.config import Config
 from voiced.core.engine import Core
@@ -71,6 +72,8 @@ class HermesAdapter:
         state_dir, runtime_dir = config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir()
         held = None if runtime_dir is None else str(runtime_dir / HELD_FILE)
         self.client = MqttClient(config.mqtt, Outbox(OutboxConfig(path=str(state_dir / OUTBOX_FILE), held_path=held)))
+        self.stats_sections: dict[str, Callable[[], object]] = {}
+        """More sections of the stats message, by name (the other protocol adapters')."""
         wake = core.models.wake
         self.discovery = Discovery(
             self.client,
@@ -177,7 +180,9 @@ class HermesAdapter:
                 self.client.publish(topic, json.dumps(self.stats()))
 
     def stats(self) -> dict[str, object]:
-        return {"siteId": self.site_id, **self.core.stats(), "mqtt": self.client.stats()}
+        """What ``voiced/<siteId>/stats`` carries: the core's, the client's and ``stats_sections``'."""
+        return {"siteId": self.site_id, **self.core.stats(), "mqtt": self.client.stats(),
+                **{name: section() for name, section in self.stats_sections.items()}}
 
     # -- MQTT → core commands (on paho's thread: parse, check, enqueue) -----------------------
 
