@@ -24,7 +24,7 @@ def test_broker_kills_stalls_a_full_disk_and_daemon_kills_lose_nothing(tmp_path,
     figures = bench_chaos(model, speech, seconds=16, faults=2, seed=1)
     for phase in PHASES:
         result = figures[phase]
-        if phase == "disk_full" and os.geteuid() != 0:
+        if phase in ("disk_full", "disk_full_kills") and os.geteuid() != 0:
             assert "skipped" in result
             continue
         assert result["faults"] >= 1, (phase, result)
@@ -33,4 +33,6 @@ def test_broker_kills_stalls_a_full_disk_and_daemon_kills_lose_nothing(tmp_path,
         assert result["lost"] == 0 and result["delivered"] >= result["produced"], (phase, result)
     if os.geteuid() == 0:
         assert figures["disk_full"]["outbox_write_errors"] >= 1  # the disk really was full
+        # the killed daemon held transcripts (none on the full disk), and the restarted one delivered them
+        assert sum(e["held"] for e in figures["disk_full_kills"]["events"]) >= 1
     assert figures["lost_total"] == 0

@@ -14,9 +14,13 @@ state on disk. One phase per fault, each a fresh run on the same state directory
 - ``disk_full``: the outbox's file system (a small tmpfs; needs root) filled to the last block, then freed;
 - ``daemon_kills``: the broker stopped for a few seconds, the daemon SIGKILLed meanwhile and restarted
   on the same state directory; what its outbox held at the kill (committed, not yet acknowledged)
-  must arrive after the restart.
+  must arrive after the restart;
+- ``disk_full_kills``: the broker stopped and the outbox's disk filled, the daemon SIGKILLed while it
+  holds transcripts in memory (and in its runtime directory, on another disk), restarted with the disk
+  freed before or after; what it held must arrive.
 
-Per phase: produced (the daemon's ``transcripts`` counter; for killed runs what they committed),
+Per phase: produced (the daemon's ``transcripts`` counter; for killed runs what they committed; in
+``disk_full_kills`` every transcript the daemons' debug logs say they stored, held or not),
 delivered (distinct sessionIds), duplicated (QoS 1 is at least once) and lost (goal: 0).
 """
 
@@ -41,10 +45,12 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from voiced.bench.broker import Mosquitto
 from voiced.bench.smalldisk import fill, mount_small
+from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE
 
 __all__ = ["PHASES", "bench_chaos"]
 
-PHASES = ("broker_restarts", "broker_crashes", "broker_stalls", "disk_full", "daemon_kills")
+PHASES = ("broker_restarts", "broker_crashes", "broker_stalls", "disk_full", "daemon_kills", "disk_full_kills")
+_SMALL_DISK_PHASES = ("disk_full", "disk_full_kills")
 SITE = "chaos"
 TEXT_TOPIC = "hermes/asr/textCaptured"
 
@@ -124,7 +130,19 @@ def _pending_sessions(outbox: Path) -> set[str]:
 class _Run:
     def __init__(self, work: Path, state: Path, port: int, asr_model: Path, vad_model: Path | None) -> None:
         self.work, self.state, self.port = work, state, port
+        self.runtime = work / "run"  # not on the small disk: as /run is not on the SD card
         self.asr_model, self.vad_model = asr_model, vad_model
+        self.log = work / "voiced.log"
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def stored_texts(self, since: int) -> int:
+        """textCaptured messages the daemons stored in their outboxes (file or memory) since log offset
+        ``since``, as their debug logs say."""
+        with open(self.log, "rb") as f:
+            f.seek(since)
+            return sum(1 for line in f if f"stored {TEXT_TOPIC} ".encode() in line)
 
     def start(self, audio: Path) -> subprocess.Popen[bytes]:
         vad = (f'kind = "silero"\nmodel = "{self.vad_model}"' if self.vad_model else 'kind = "energy"')
@@ -146,10 +164,11 @@ port = {self.port}
 client_id = "chaos-daemon"
 [daemon]
 state_dir = "{self.state}"
+runtime_dir = "{self.runtime}"
 stats_interval_s = 1.0
 """)
-        log = open(self.work / "voiced.log", "ab")
-        return subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(conf)],
+        log = open(self.log, "ab")
+        return subprocess.Popen([sys.executable, "-m", "voiced", "-vv", "run", "--config", str(conf)],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=self.work)
 
 
@@ -177,6 +196,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run, broker: Mosquitto,
            rec: _Recorder, audio: Path) -> dict[str, Any]:
     before = set(rec.snapshot()[0])
+    log_from = run.log_size()
     events: list[dict[str, Any]] = []
     times = sorted(rng.uniform(3.0, seconds - 4.0) for _ in range(faults))
     proc = run.start(audio)
@@ -212,12 +232,34 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
             proc.wait(10)
             time.sleep(0.5)  # what the broker had already forwarded reaches the recorder
             killed_delivered |= set(rec.snapshot()[0]) - before
-            held = _pending_sessions(run.state / "outbox.sqlite3")
+            held = _pending_sessions(run.state / OUTBOX_FILE)
             pending |= held
             events.append({"at_s": round(at, 1), "outbox_held": len(held)})
             broker.start()
             proc = run.start(audio)  # the same file again: a fresh run on the same state directory
             t0 = time.monotonic()
+        elif kind == "disk_full_kills":
+            # broker away and disk full: transcripts are held in memory (and in the runtime directory)
+            broker.stop(signal.SIGTERM)
+            ballast = fill(run.state)
+            time.sleep(rng.uniform(2.0, 5.0))
+            deadline = time.monotonic() + 10.0  # a fault worth the name: the daemon holds a transcript
+            while not _pending_sessions(run.runtime / HELD_FILE) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            proc.kill()
+            proc.wait(10)
+            held = _pending_sessions(run.runtime / HELD_FILE)
+            free_first = rng.random() < 0.5
+            if free_first:
+                ballast.unlink()
+            broker.start()
+            proc = run.start(audio)
+            t0 = time.monotonic()
+            if not free_first:
+                time.sleep(2.0)  # the restarted daemon starts on the full disk, from memory
+                ballast.unlink()
+            events.append({"at_s": round(at, 1), "held": len(held),
+                           "disk_freed": "before the restart" if free_first else "after the restart"})
     stats = _wait_done(rec, _duration(audio), timeout=seconds + 120)
     _stop(proc)
     sessions = [s for s in rec.snapshot()[0] if s not in before]
@@ -225,11 +267,15 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
     produced_last = int(stats.get("counters", {}).get("transcripts", 0))
     last_run = delivered - killed_delivered - pending
     committed = len(killed_delivered | pending) + produced_last
+    lost = len(pending - delivered) + max(0, produced_last - len(last_run))
+    if kind == "disk_full_kills":  # what was held leaves no trace on the outbox's disk: the logs count it
+        committed = run.stored_texts(log_from)
+        lost = max(0, committed - len(delivered))
     return {
         "faults": len(events), "events": events,
         "produced": committed, "delivered": len(delivered),
         "duplicated": len(sessions) - len(delivered),
-        "lost": len(pending - delivered) + max(0, produced_last - len(last_run)),
+        "lost": lost,
         "outbox_left": stats.get("mqtt", {}).get("queued", None),
         "outbox_write_errors": stats.get("mqtt", {}).get("write_errors", 0),
         "reconnects": stats.get("mqtt", {}).get("reconnects", 0),
@@ -258,10 +304,10 @@ def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, se
             audio = _speech(speech, seconds, work)
             run = _Run(work, state, broker.port, asr_model, vad_model)
             for kind in phases:
-                if kind == "disk_full" and not small:
+                if kind in _SMALL_DISK_PHASES and not small:
                     results[kind] = {"skipped": "needs root to mount a small tmpfs for the state directory"}
                     continue
-                n = max(1, faults // 4) if kind == "daemon_kills" else faults
+                n = max(1, faults // 4) if kind in ("daemon_kills", "disk_full_kills") else faults
                 results[kind] = _phase(kind, n, seconds, rng, run, broker, rec, audio)
                 print(json.dumps({kind: {k: v for k, v in results[kind].items() if k != "events"}}),
                       file=sys.stderr, flush=True)

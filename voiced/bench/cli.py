@@ -189,14 +189,18 @@ def add_bench_parser(sub: Any) -> None:
                         description="voiced run transcribes real speech (paced to the clock) while a fault is"
                         " injected again and again: mosquitto killed and restarted, mosquitto stalled (SIGSTOP), the"
                         " outbox's tmpfs full (root only), the daemon SIGKILLed and restarted on the same state"
-                        " directory. Prints per phase: produced, delivered, duplicated, lost. Progress on stderr.")
+                        " directory, and SIGKILLed while its disk is full (what it holds in memory must come back from"
+                        " its runtime directory). Prints per phase: produced, delivered, duplicated, lost. Progress"
+                        " on stderr.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
     b.add_argument("--vad-model", type=Path, default=None, metavar="PATH", help="Silero VAD (default: energy VAD)")
     b.add_argument("--seconds", type=float, default=120.0, help="audio per phase (default: %(default)s)")
-    b.add_argument("--faults", type=int, default=20, help="faults per phase; daemon kills: a quarter (default: %(default)s)")
+    b.add_argument("--faults", type=int, default=20,
+                   help="faults per phase; daemon kills: a quarter (default: %(default)s)")
     b.add_argument("--phases", nargs="+", default=None, metavar="PHASE",
-                   help="broker_restarts broker_crashes broker_stalls disk_full daemon_kills (default: all)")
+                   help="broker_restarts broker_crashes broker_stalls disk_full daemon_kills disk_full_kills"
+                   " (default: all)")
     b.add_argument("--seed", type=int, default=0)
     b.set_defaults(func=_chaos)
 

@@ -33,7 +33,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from voiced.errors import VoicedError
 from voiced.mqtt.config import MqttConfig
 from voiced.mqtt.hermes import MalformedMessage
-from voiced.mqtt.outbox import Outbox, OutboxMessage
+from voiced.mqtt.outbox import SPILLED, Outbox, OutboxMessage
 from voiced.runtime.backoff import Backoff
 from voiced.runtime.lograte import sparse_level
 
@@ -160,11 +160,14 @@ class MqttClient:
                         len(data), topic, self.config.max_payload_bytes)
             return False
         try:
-            if self._closed or self._outbox.append(topic, data, QOS, retain) is None:
-                return False
+            message_id = None if self._closed else self._outbox.append(topic, data, QOS, retain)
         except VoicedError:  # closed meanwhile, by another thread
             log.warning("message on %s published after close: not stored", topic)
             return False
+        if message_id is None:
+            return False
+        log.debug("stored %s (%d bytes) as outbox message %s", topic, len(data),
+                  "held in memory" if message_id == SPILLED else message_id)
         with self._cond:
             self._kick = True
             self._cond.notify_all()
