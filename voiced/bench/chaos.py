@@ -15,9 +15,9 @@ state on disk. One phase per fault, each a fresh run on the same state directory
 - ``daemon_kills``: the broker stopped for a few seconds, the daemon SIGKILLed meanwhile and restarted
   on the same state directory; what its outbox held at the kill (committed, not yet acknowledged)
   must arrive after the restart;
-- ``disk_full_kills``: the broker stopped and the outbox's disk filled, the daemon SIGKILLed while it
-  holds transcripts in memory (and in its runtime directory, on another disk), restarted with the disk
-  freed before or after; what it held must arrive.
+- ``disk_full_kills``: the broker stopped, the daemon restarted on its outbox's disk filled (it holds
+  transcripts in memory and in its runtime directory, on another disk) and SIGKILLed once it holds
+  one, restarted with the disk freed before or after; what it held must arrive.
 
 Per phase: produced (the daemon's ``transcripts`` counter; for killed runs what they committed; in
 ``disk_full_kills`` every transcript the daemons' debug logs say they stored, held or not),
@@ -239,11 +239,15 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
             proc = run.start(audio)  # the same file again: a fresh run on the same state directory
             t0 = time.monotonic()
         elif kind == "disk_full_kills":
-            # broker away and disk full: transcripts are held in memory (and in the runtime directory)
+            # The broker away, the daemon restarted on the full disk: it cannot open its outbox file
+            # (SQLite needs room for the -shm index), so it holds every transcript in memory and in
+            # the runtime directory; SIGKILLed once it holds one. (A disk filled under a running
+            # daemon may still take its appends into the WAL's old pages: nothing would be held.)
             broker.stop(signal.SIGTERM)
+            _stop(proc)
             ballast = fill(run.state)
-            time.sleep(rng.uniform(2.0, 5.0))
-            deadline = time.monotonic() + 10.0  # a fault worth the name: the daemon holds a transcript
+            proc = run.start(audio)
+            deadline = time.monotonic() + 30.0
             while not _pending_sessions(run.runtime / HELD_FILE) and time.monotonic() < deadline:
                 time.sleep(0.2)
             proc.kill()
