@@ -209,8 +209,11 @@ def test_wake_word_without_its_streaming_front_end_is_warned(tmp_path: Path, bro
     assert check.status is CheckStatus.OK and str(wake / "frontend.stream.onnx") in check.message
 
 
-def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: SmallDisk) -> None:
-    """The daemon runs there (its outbox from memory), but what it holds is lost if it stops: a warning."""
+def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: SmallDisk,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon runs there (its outbox from memory), but what it holds is lost if it stops (or, with a
+    runtime directory, if the machine reboots): a warning."""
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
     state = small_disk.path / "state"
     config = small_disk.path.parent / "voiced.toml"
     config.write_text(f'[daemon]\nstate_dir = "{state}"\n')
@@ -222,6 +225,9 @@ def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: 
     small_disk.fill()
     full = check()
     assert full.status is CheckStatus.WARN and "full disk" in full.message and full.fix == "free space on it"
+    assert "lost if voiced stops" in full.message and "no runtime directory" in full.message
+    monkeypatch.setenv("RUNTIME_DIRECTORY", "/run/voiced")
+    assert "kept in /run/voiced across a restart" in check().message
     small_disk.free()
     small_disk.read_only()
     read_only = check()

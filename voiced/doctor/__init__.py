@@ -57,7 +57,7 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         checks += check_models(config, options)
         checks.append(check_intents(config, where))
         checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
-        checks.append(check_state(config.daemon.resolved_state_dir(), where))
+        checks.append(check_state(config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir(), where))
     checks += check_governor(options.cpufreq_root)
     profile_checks, profile = check_profile(options)
     checks += profile_checks

@@ -160,16 +160,19 @@ def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
 # -- state -------------------------------------------------------------------------------------
 
 
-def check_state(state_dir: Path, where: str) -> Check:
+def check_state(state_dir: Path, runtime_dir: Path | None, where: str) -> Check:
     """Whether the outbox can live in ``state_dir``: a disk that takes no writes is a warning (the daemon
-    runs, from memory), a directory voiced may not write a failure."""
+    runs, from memory, kept in ``runtime_dir`` across a restart), a directory voiced may not write a failure."""
+    from voiced.mqtt.outbox import OUTBOX_FILE
     from voiced.mqtt.outbox_file import DiskProblem, disk_state
 
-    disk = disk_state(state_dir / "outbox")
+    disk = disk_state(state_dir / OUTBOX_FILE)
     if disk:
         fix = "free space on it" if disk is DiskProblem.FULL else "check the SD card (dmesg) and remount it read-write"
+        kept = (f"kept in {runtime_dir} across a restart of voiced, lost on a reboot" if runtime_dir is not None
+                else "lost if voiced stops before the disk takes writes: no runtime directory")
         return Check("state", CheckStatus.WARN, f"{state_dir} is on a {disk} disk: the outbox works from memory "
-                     "(what it holds is lost if voiced stops before the disk takes writes)", fix)
+                     f"(what it holds is {kept})", fix)
     folder = next(p for p in (state_dir, *state_dir.parents) if p.is_dir())
     if not os.access(folder, os.W_OK | os.X_OK):
         made = "" if folder == state_dir else f" (to make {state_dir})"
