@@ -358,7 +358,7 @@ class Config:
         profile = self.hardware.profile
         if is_profile_path(profile):
             profile = str(rel(Path(profile).expanduser()))
-        heads = tuple(rel_all((h,))[0] if is_head_path(h) else h for h in self.wake.models)
+        heads = tuple(str(rel(Path(h))) if is_head_path(h) else h for h in self.wake.models)
 
         return replace(
             self,

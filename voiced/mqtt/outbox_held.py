@@ -49,8 +49,9 @@ class HeldFile:
         the outbox then holds messages in memory only)."""
         try:
             db, aside = open_outbox_file(path, fsync=False)
-        except (ConfigError, DiskUnavailable) as exc:
-            log.warning("messages held while the outbox file takes no writes are kept in memory only: %s", exc)
+        except (ConfigError, DiskUnavailable) as exc:  # the error names outbox.path: say which file it is
+            log.warning("messages held while the outbox file takes no writes are kept in memory only: %s",
+                        exc.problem if isinstance(exc, ConfigError) else exc)
             return None
         if aside is not None:
             log.error("held messages' file %s was damaged: set aside as %s", path, aside)
