@@ -4,7 +4,9 @@ so that a restart of the daemon does not lose them. Real parts: a small tmpfs fi
 
 from __future__ import annotations
 
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 import voiced.mqtt.outbox as outbox_module
 from tests.disk_fixtures import SmallDisk
+from voiced.bench.smalldisk import mount_small
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
 
@@ -37,6 +40,15 @@ def drain(box: Outbox) -> list[bytes]:
         after = batch[-1].id
     assert len(set(ids)) == len(ids), ids
     return got
+
+
+def in_file(held: Path) -> tuple[int, int]:
+    """Messages and payload bytes in the held file, read by a connection of its own (closed at once)."""
+    db = sqlite3.connect(held)
+    try:
+        return db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox").fetchone()
+    finally:
+        db.close()
 
 
 def killed_while_holding(path: str, held: Path) -> None:
@@ -158,3 +170,30 @@ def test_the_held_path_must_be_another_file(tmp_path: Path) -> None:
     path = str(tmp_path / "outbox.sqlite3")
     with pytest.raises(ConfigError, match="held_path"):
         OutboxConfig(path=path, held_path=path)
+
+
+def test_the_held_file_takes_at_most_a_quarter_of_its_ram_disk(tmp_path: Path, small_disk: SmallDisk,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """/run is RAM the whole system writes to: a disk full for long must not let voiced fill it. Past a
+    quarter of its size the messages are held in memory only, and all are still delivered."""
+    run = tmp_path / "run"
+    if not mount_small(run, "4m"):
+        pytest.skip("mounting a second small tmpfs needs root (CI runs as root)")
+    try:
+        held = run / "outbox-held.sqlite3"
+        box = Outbox(OutboxConfig(path=str(small_disk.path / "outbox.sqlite3"), held_path=str(held)))
+        small_disk.fill()
+        payload = b"x" * 10_000
+        with caplog.at_level("WARNING", logger="voiced.mqtt.outbox_held"):
+            assert [box.append("t", payload + b"%03d" % n) for n in range(200)] == [SPILLED] * 200  # 2 MB
+        assert "held in memory only" in caplog.text
+        assert shutil.disk_usage(run).free > 2 * 1024 * 1024  # most of the RAM disk is left to the system
+        count, size = in_file(held)
+        assert 0 < count < 200 and size <= 1024 * 1024  # a quarter of 4 MB, the oldest first
+        assert box.held_in_memory == 200
+        small_disk.free()
+        assert len(drain(box)) == 200
+        assert in_file(held) == (0, 0)
+        box.close()
+    finally:
+        subprocess.run(["umount", "--lazy", str(run)], capture_output=True)

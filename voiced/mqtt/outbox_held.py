@@ -10,12 +10,16 @@ empties it, as it does the memory.
 
 The file has the outbox file's format (``outbox_file``: opened the same way, a damaged one set aside
 with what can be read of it kept). A write that fails is logged and the message stays held in memory:
-this file only adds to what survives, it never stops delivery.
+this file only adds to what survives, it never stops delivery. /run is RAM that the whole system
+writes to (systemd, udev, sockets): the file's payloads take at most a quarter of that disk's size,
+and messages beyond that are held in memory only (logged); the file keeps a rollback journal, whose
+size is that of one write, not a WAL.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -30,6 +34,8 @@ __all__ = ["HeldFile"]
 
 log = logging.getLogger(__name__)
 
+_SHARE_OF_DISK = 4
+"""The file's payloads take at most 1/this of its disk's size."""
 _INSERT = ("INSERT OR REPLACE INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot)"
            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
@@ -37,11 +43,17 @@ _INSERT = ("INSERT OR REPLACE INTO outbox (id, topic, payload, qos, retain, crea
 class HeldFile:
     """The held messages' file; not thread-safe (the outbox's lock covers it)."""
 
-    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, db: sqlite3.Connection, max_bytes: int) -> None:
         self.path = path
         self._db = db
+        self.max_bytes = max_bytes
+        """Most payload bytes the file keeps; the messages beyond are held in memory only."""
+        self._sizes: dict[int, int] = {}  # payload bytes of each message in the file
+        self._bytes = 0
         self.errors = 0
         """Writes that failed (those messages were held in memory only)."""
+        self.over = 0
+        """Messages held in memory only because the file had ``max_bytes``."""
 
     @classmethod
     def open(cls, path: Path) -> HeldFile | None:
@@ -55,7 +67,11 @@ class HeldFile:
             return None
         if aside is not None:
             log.error("held messages' file %s was damaged: set aside as %s", path, aside)
-        return cls(path, db)
+        try:  # a rollback journal: a WAL would keep up to 4 MB more of /run after the messages are gone
+            db.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error as exc:
+            log.warning("held messages' file %s stays in WAL mode: %s", path, exc)
+        return cls(path, db, shutil.disk_usage(path.parent).total // _SHARE_OF_DISK)
 
     def left(self) -> list[tuple[int, Row]]:
         """What a process before held at its end, oldest first. A message of an earlier boot (a
@@ -81,15 +97,28 @@ class HeldFile:
 
     def replace(self, rows: list[tuple[int, Row]]) -> None:
         """Hold exactly ``rows`` (the ones left, under their new ids)."""
-        self._write("DELETE FROM outbox", (), [(i, *row) for i, row in rows])
+        if self._write("DELETE FROM outbox", (), [(i, *row) for i, row in rows]):
+            self._sizes = {i: len(row[1]) for i, row in rows}
+            self._bytes = sum(self._sizes.values())
 
     def add(self, message_id: int, row: Row) -> None:
-        self._write(_INSERT, (message_id, *row))
+        size = len(row[1])
+        if self._bytes + size > self.max_bytes:
+            self.over += 1
+            log.log(sparse_level(self.over), "held messages' file %s has its %d bytes: message %d is held in "
+                    "memory only (%d so far)", self.path, self.max_bytes, message_id, self.over)
+            return
+        if self._write(_INSERT, (message_id, *row)):
+            self._sizes[message_id] = size
+            self._bytes += size
 
     def remove(self, message_id: int) -> None:
-        self._write("DELETE FROM outbox WHERE id = ?", (message_id,))
+        size = self._sizes.get(message_id)
+        if size is not None and self._write("DELETE FROM outbox WHERE id = ?", (message_id,)):
+            del self._sizes[message_id]
+            self._bytes -= size
 
-    def _write(self, statement: str, params: tuple, more: list[tuple] | None = None) -> None:
+    def _write(self, statement: str, params: tuple, more: list[tuple] | None = None) -> bool:
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -106,6 +135,8 @@ class HeldFile:
             log.log(sparse_level(self.errors, logging.ERROR),
                     "held messages' file %s cannot be written (%s): held in memory only (%d errors so far)",
                     self.path, exc, self.errors)
+            return False
+        return True
 
     def close(self) -> None:
         self._db.close()
