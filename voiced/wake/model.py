@@ -100,9 +100,7 @@ class WakeModel:
         folder = base if base.is_dir() else base.parent
         mel = folder / "melspectrogram.onnx" if base.is_dir() else base
         emb = Path(embedding) if embedding is not None else folder / "embedding_model.onnx"
-        paths = []
-        for head in heads:
-            paths.append(Path(head) if is_head_path(head) else folder / f"{head}.onnx")
+        paths = [Path(head) if is_head_path(head) else folder / f"{head}.onnx" for head in heads]
         for p in (mel, emb, *paths):
             if not _pick(p).is_file():
                 raise ModelError(f"wake word model not found: {p}")
