@@ -197,3 +197,15 @@ def test_the_held_file_takes_at_most_a_quarter_of_its_ram_disk(tmp_path: Path, s
         box.close()
     finally:
         subprocess.run(["umount", "--lazy", str(run)], capture_output=True)
+
+
+def test_a_held_file_that_is_no_database_does_not_stop_the_outbox(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    held = tmp_path / "run" / "outbox-held.sqlite3"
+    held.parent.mkdir()
+    held.write_bytes(b"not sqlite " * 1000)
+    with caplog.at_level("ERROR"):
+        box = Outbox(OutboxConfig(path=str(tmp_path / "state" / "outbox.sqlite3"), held_path=str(held)))
+    assert "was damaged: set aside" in caplog.text and box.held_in_memory == 0
+    assert box.append("t", b"x") != SPILLED and [m.payload for m in box.peek()] == [b"x"]
+    box.close()
