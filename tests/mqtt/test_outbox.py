@@ -338,13 +338,15 @@ def test_an_outbox_on_a_full_disk_is_never_moved(small_disk: SmallDisk) -> None:
 
 
 def drain(box: Outbox, after: int = 0) -> list[bytes]:
-    """Everything after ``after``, acknowledged as a client would on each PUBACK."""
-    got = []
+    """Everything after ``after``, acknowledged as a client would on each PUBACK; each under an id of its own."""
+    got, ids = [], []
     while batch := box.peek(after, 50):
         for m in batch:
             got.append(m.payload)
+            ids.append(m.id)
             box.ack(m.id)
         after = batch[-1].id
+    assert len(set(ids)) == len(ids), ids
     return got
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import voiced.mqtt.outbox as outbox_module
 from tests.disk_fixtures import SmallDisk
+from tests.mqtt.test_outbox import drain, outbox_from_before
 from voiced.bench.smalldisk import mount_small
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
@@ -27,19 +27,6 @@ assert [box.append("t", b"held %d" % n) for n in range(5)] == [SPILLED] * 5
 print("holding", flush=True)
 time.sleep(120)
 """
-
-
-def drain(box: Outbox) -> list[bytes]:
-    """Everything waiting, acknowledged as a client would on each PUBACK; each under an id of its own."""
-    got, after, ids = [], 0, []
-    while batch := box.peek(after, 50):
-        for m in batch:
-            got.append(m.payload)
-            ids.append(m.id)
-            box.ack(m.id)
-        after = batch[-1].id
-    assert len(set(ids)) == len(ids), ids
-    return got
 
 
 def in_file(held: Path) -> tuple[int, int]:
@@ -64,11 +51,7 @@ def killed_while_holding(path: str, held: Path) -> None:
 @pytest.fixture
 def from_before(small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch) -> str:
     """An outbox file on ``small_disk`` holding b"old 0" from a run before; reopened at every operation."""
-    monkeypatch.setattr(outbox_module, "_REOPEN_EVERY_S", 0.0)
-    path = str(small_disk.path / "outbox.sqlite3")
-    with Outbox(OutboxConfig(path=path)) as box:
-        box.append("t", b"old 0")
-    return path
+    return outbox_from_before(small_disk, monkeypatch)
 
 
 @pytest.mark.parametrize("disk_at_restart", ["free", "still full"])
