@@ -126,7 +126,8 @@ def _counted(stats: dict) -> bool:
 def test_discovery_configs_are_retained_valid_json(tmp_path, broker, subscriber_factory, running) -> None:
     daemon = running(make_config(tmp_path, broker))
     assert daemon.client.wait_connected(10)
-    wait_until(lambda: daemon.client.stats()["queued"] == 0, what="outbox drained")
+    wait_until(lambda: daemon.client.stats()["queued"] == daemon.client.stats()["inflight"] == 0,
+               what="outbox drained and discovery acknowledged")
     late = subscriber_factory(broker, "homeassistant/#")  # a fresh subscriber sees only retained messages
     late.wait_for(lambda ms: len(ms) >= 4, "retained discovery configs")
     configs = {t: json.loads(p) for t, p, retained in late.messages if retained}

@@ -21,7 +21,7 @@ from voiced.mqtt.discovery import (
     transcript_state,
 )
 
-from .conftest import Broker, Subscriber, raw_publish
+from .conftest import Broker, Gate, Subscriber, raw_publish
 
 AVAILABILITY = "voiced/test/availability"
 INTENTS = ["HassTurnOn", "HassTurnOff", "HassLightSet"]
@@ -94,7 +94,50 @@ def test_republished_after_reconnect_and_with_new_intents(
     broker.restart()  # a broker without persistence forgets retained configs
     wait_until(lambda: discovery.publications == 2, what="the publication after the reconnect")
     discovery.set_intent_names(["GetTime"])
-    wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
+    wait_until(lambda: client.stats()["inflight"] == 0, what="the new configs acknowledged")
+    sub = subscriber_factory(broker, "homeassistant/event/#")
+    sub.wait_count(1)
+    assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]
+
+
+def test_configs_reach_the_broker_before_the_backlog(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient],
+    gate_factory: Callable[..., Gate],
+) -> None:
+    # Events stored while the broker was away must not reach HA before the entity they belong
+    # to exists: HA ignores a state topic it has no config for yet.
+    gate = gate_factory(broker, open=False)
+    client = client_factory(gate)
+    discovery = Discovery(client, DiscoveryConfig(site_id="porch", availability_topic=AVAILABILITY), INTENTS)
+    topics = discovery.topics
+    for n in range(20):
+        assert client.publish(topics.intent, f'{{"event_type": "HassTurnOn", "n": {n}}}')
+    sub = subscriber_factory(broker, "#")
+    gate.open()
+    sub.wait_for(lambda ms: sum(t == topics.intent for t, _, _ in ms) == 20, "the backlog")
+    order = [t for t, _, _ in sub.messages]
+    config_at = [i for i, t in enumerate(order) if t.endswith("/config")]
+    assert len(config_at) == 4
+    assert max(config_at) < order.index(topics.intent)
+    wait_until(lambda: client.stats()["inflight"] == 0, what="every PUBACK")
+    stats = client.stats()
+    assert stats["published"] == 24 and stats["queued"] == 0  # the configs were never stored
+
+
+def test_configs_offline_are_not_stored(
+    broker_factory: Callable[..., Broker], subscriber_factory: Callable[..., Subscriber],
+    client_factory: Callable[..., MqttClient],
+) -> None:
+    # Reloading templates while the broker is away must not pile up configs in the outbox:
+    # the next connection publishes the current ones once.
+    broker = broker_factory(start=False)
+    client = client_factory(broker)
+    discovery = Discovery(client, DiscoveryConfig(site_id="attic", availability_topic=AVAILABILITY), INTENTS)
+    for names in (["A"], ["B"], ["GetTime"]):
+        discovery.set_intent_names(names)
+    assert client.stats()["queued"] == 0
+    broker.start()
+    wait_until(lambda: client.connected and client.stats()["published"] == 4, what="the configs acknowledged")
     sub = subscriber_factory(broker, "homeassistant/event/#")
     sub.wait_count(1)
     assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]

@@ -17,6 +17,9 @@ broker forwarding it and its PUBACK reaching us (QoS 1 is at least once).
 
 The availability topic gets ``online`` on every connection and ``offline`` as last will
 and on close; both bypass the outbox so a stale ``offline`` can never follow ``online``.
+State that is published again on every connection (Home Assistant's discovery configs, by a
+connect listener) bypasses it too: listeners run before the backlog is sent, so Home
+Assistant knows an entity before the first event for it arrives.
 """
 
 from __future__ import annotations
@@ -76,7 +79,9 @@ class MqttClient:
         self._inflight: dict[int, int] = {}
         """paho message id → outbox id, for messages handed and not yet acknowledged."""
         self._early_acks: set[int] = set()
-        self._direct: set[int] = set()
+        self._direct: dict[int, bool] = {}
+        """paho message id → counted as published, for messages sent past the outbox (the birth
+        message: not counted; ``publish_state``: counted) and not yet acknowledged."""
         self._last_handed = 0
         self._handlers: list[tuple[str, Handler]] = []
         self._listeners: list[Callable[[], None]] = []
@@ -150,9 +155,7 @@ class MqttClient:
 
         Dropped: a payload over ``max_payload_bytes``, or one the outbox cannot hold.
         """
-        data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
-        if not topic or set("+#\0") & set(topic):
-            raise ValueError(f"cannot publish to {topic!r}: not a topic name")
+        data = _topic_and_data(topic, payload)
         if len(data) > self.config.max_payload_bytes:
             with self._cond:
                 self._counts["dropped_oversized"] += 1
@@ -171,6 +174,26 @@ class MqttClient:
         with self._cond:
             self._kick = True
             self._cond.notify_all()
+        return True
+
+    def publish_state(self, topic: str, payload: bytes | str) -> bool:
+        """Retained, QoS 1, straight to paho and never stored: for state a connect listener
+        publishes again on every connection (discovery configs). False when not connected now:
+        the next connection's listener sends the state then, so nothing piles up offline."""
+        data = _topic_and_data(topic, payload)
+        with self._send_lock:
+            with self._cond:
+                if not self._connected or self._stopping:
+                    return False
+            info = self._paho.publish(topic, data, qos=QOS, retain=True)
+            if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                return False
+            with self._cond:
+                if info.mid in self._early_acks:  # acknowledged before we recorded it
+                    self._early_acks.discard(info.mid)
+                    self._counts["published"] += 1
+                else:
+                    self._direct[info.mid] = True
         return True
 
     def publish_live(self, topic: str, payload: bytes | str) -> bool:
@@ -194,7 +217,8 @@ class MqttClient:
 
     def add_connect_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after each accepted connection (e.g. HA discovery), on paho's
-        thread; if connected already, also once now, so no connection is missed."""
+        thread, before the outbox's backlog is sent; if connected already, also once now, so
+        no connection is missed."""
         with self._cond:
             self._listeners.append(listener)
             connected = self._connected
@@ -202,13 +226,14 @@ class MqttClient:
             listener()
 
     def stats(self) -> dict[str, int | bool]:
-        """Counters since start: published (acknowledged), queued (in the outbox), inflight,
+        """Counters since start: published (acknowledged: outbox and ``publish_state``
+        messages), queued (in the outbox), inflight (both kinds sent, not yet acknowledged),
         dropped_* (oversized and the outbox bounds), received, malformed, handler_errors,
         connects, reconnects, connect_failures, and connected."""
         outbox = self._outbox.stats()
         with self._cond:
             out: dict[str, int | bool] = dict(self._counts)
-            out["inflight"] = len(self._inflight)
+            out["inflight"] = len(self._inflight) + sum(self._direct.values())
             out["connected"] = self._connected
         out.update({k: v for k, v in outbox.items() if k != "queued_bytes"})
         return out
@@ -326,7 +351,7 @@ class MqttClient:
             with self._cond:
                 self._inflight.clear()
                 self._early_acks.clear()
-                self._direct = {birth.mid}
+                self._direct = {birth.mid: False}
                 self._last_handed = 0
                 self._generation += 1
                 self._connected = True
@@ -338,15 +363,16 @@ class MqttClient:
             # Subscriptions go out before any outbox message, so we hear our own messages too.
             for topic_filter in filters:
                 client.subscribe(topic_filter, qos=QOS)
-            with self._cond:
-                self._ready = self._kick = True
-                self._cond.notify_all()
         log.info("connected to %s:%d (%d messages in the outbox)", self.config.host, self.config.port, len(self._outbox))
+        # Not yet ready: the listeners' state goes out before the backlog.
         for listener in listeners:
             try:
                 listener()
             except Exception:
                 log.exception("connect listener %r failed", listener)
+        with self._cond:
+            self._ready = self._kick = True
+            self._cond.notify_all()
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
         self._attempt_ended()
@@ -379,7 +405,8 @@ class MqttClient:
             outbox_id = self._inflight.pop(mid, None)
             if outbox_id is None:
                 if mid in self._direct:
-                    self._direct.discard(mid)
+                    if self._direct.pop(mid):
+                        self._counts["published"] += 1
                 else:
                     self._early_acks.add(mid)  # acknowledged before the sender recorded it
                 return
@@ -425,3 +452,8 @@ def _is_filter(topic_filter: str) -> bool:
         for i, level in enumerate(levels)
     )
 
+
+def _topic_and_data(topic: str, payload: bytes | str) -> bytes:
+    if not topic or set("+#\0") & set(topic):
+        raise ValueError(f"cannot publish to {topic!r}: not a topic name")
+    return payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)

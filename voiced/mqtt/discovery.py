@@ -221,13 +221,17 @@ class Discovery:
         self.publish()
 
     def publish(self) -> None:
-        """Publish every config, retained, through the client's outbox."""
+        """Publish every config, retained, ahead of the outbox (see ``MqttClient.publish_state``):
+        configs are state, sent again on every connection, and must reach HA before events do."""
         with self._lock:
             names = self._intent_names
             self.publications += 1
-        for message in discovery_messages(self.config, names, self._wake_words):
-            self.client.publish(message.topic, message.json(), retain=True)
-        log.debug("published Home Assistant discovery for %s", self.config.node_id)
+        messages = discovery_messages(self.config, names, self._wake_words)
+        sent = [self.client.publish_state(m.topic, m.json()) for m in messages]
+        if all(sent):
+            log.debug("published Home Assistant discovery for %s", self.config.node_id)
+        else:
+            log.debug("Home Assistant discovery for %s waits for the next connection", self.config.node_id)
 
     def _on_ha_status(self, topic: str, payload: bytes) -> None:
         if payload.strip() == b"online":
