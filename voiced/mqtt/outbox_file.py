@@ -52,8 +52,9 @@ READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, cre
 """What ``read_back`` takes: text read as bytes, so a damaged one cannot stop the read."""
 _LAST_ID = 2**63 - 1
 """SQLite's largest rowid."""
-_COMPANIONS = ("-wal", "-shm")
-"""SQLite's files beside the database in WAL mode; they belong to it and go aside with it."""
+_COMPANIONS = ("-wal", "-shm", "-journal")
+"""SQLite's files beside the database (WAL mode; the rollback journal the held messages' file
+keeps): they belong to it and go aside with it."""
 _ROOM_NEEDED = 256 * 1024
 """Free bytes below which a failed open is put down to a full disk: opening in WAL mode writes
 the -shm index (32 KiB) and the first -wal frames."""
@@ -264,6 +265,12 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def delete_set_aside(aside: Path) -> None:
+    """Delete a file ``open_outbox_file`` set aside, with its companions."""
+    for name in (aside.name, *(aside.name + suffix for suffix in _COMPANIONS)):
+        aside.with_name(name).unlink(missing_ok=True)
 
 
 def _set_aside(path: Path) -> Path:

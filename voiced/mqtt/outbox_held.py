@@ -8,8 +8,8 @@ runtime directory (``/run/voiced`` under systemd, a tmpfs kept across restarts o
 message is written there too and deleted when it is delivered or reaches the outbox file. A reboot
 empties it, as it does the memory.
 
-The file has the outbox file's format (``outbox_file``: opened the same way, a damaged one set aside
-with what can be read of it kept). A write that fails is logged and the message stays held in memory:
+The file has the outbox file's format (``outbox_file``: opened the same way, what can be read of a
+damaged one kept; the damaged copy is deleted, not kept as the outbox file's is: it would take RAM). A write that fails is logged and the message stays held in memory:
 this file only adds to what survives, it never stops delivery. /run is RAM that the whole system
 writes to (systemd, udev, sockets): the file's payloads take at most a quarter of that disk's size,
 and messages beyond that are held in memory only (logged); the file keeps a rollback journal, whose
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from voiced.errors import ConfigError
-from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, open_outbox_file, read_back
+from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, delete_set_aside, open_outbox_file, read_back
 from voiced.mqtt.outbox_memory import Row
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
@@ -65,8 +65,12 @@ class HeldFile:
             log.warning("messages held while the outbox file takes no writes are kept in memory only: %s",
                         exc.problem if isinstance(exc, ConfigError) else exc)
             return None
-        if aside is not None:
-            log.error("held messages' file %s was damaged: set aside as %s", path, aside)
+        if aside is not None:  # what could be read of it is in the new file; a copy would take RAM
+            try:
+                delete_set_aside(aside)
+            except OSError as exc:
+                log.warning("cannot delete %s: %s", aside, exc)
+            log.error("held messages' file %s was damaged: kept what could be read of it, deleted the rest", path)
         try:  # a rollback journal: a WAL would keep up to 4 MB more of /run after the messages are gone
             db.execute("PRAGMA journal_mode=DELETE")
         except sqlite3.Error as exc:
