@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from tests.mqtt.test_outbox import drain, outbox_from_before
 from voiced.bench.smalldisk import mount_small
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
+from voiced.mqtt.outbox_held import HeldFile
+from voiced.runtime import bootclock
 
 _HOLDER = """
 import sys, time
@@ -192,4 +195,27 @@ def test_a_held_file_that_is_no_database_does_not_stop_the_outbox(tmp_path: Path
     assert "was damaged" in caplog.text and box.held_in_memory == 0
     assert box.append("t", b"x") != SPILLED and [m.payload for m in box.peek()] == [b"x"]
     assert sorted(p.name for p in held.parent.iterdir()) == [held.name]  # no damaged copy left in RAM
+    box.close()
+
+
+def test_a_message_moved_to_the_file_before_a_kill_is_sent_once(tmp_path: Path) -> None:
+    """A daemon killed after moving held messages to the outbox file (its disk free again) and before
+    deleting them from the held file leaves them in both files: each is sent once. A held message
+    under an id the file gave to another one is still taken up."""
+    path, held = tmp_path / "state" / "outbox.sqlite3", tmp_path / "run" / "outbox-held.sqlite3"
+    with Outbox(OutboxConfig(path=str(path))) as box:
+        assert [box.append("t", b"moved %d" % n) for n in range(3)] == [1, 2, 3]
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT id, topic, payload, qos, retain, created, boot_id, since_boot FROM outbox").fetchall()
+    db.close()
+    file = HeldFile.open(held)
+    assert file is not None
+    for message_id, topic, payload, qos, retain, created, boot, since_boot in rows[1:]:  # 2 and 3: moved
+        file.add(message_id, (topic, payload, qos, bool(retain), created, boot, since_boot))
+    for message_id, payload in ((1, b"another"), (4, b"held")):
+        file.add(message_id, ("t", payload, 1, False, time.time(), bootclock.boot_id(), bootclock.since_boot()))
+    file.close()
+    box = Outbox(OutboxConfig(path=str(path), held_path=str(held)))
+    assert drain(box) == [b"moved 0", b"moved 1", b"moved 2", b"another", b"held"]
+    assert in_file(held) == (0, 0)
     box.close()

@@ -84,13 +84,25 @@ class Outbox:
             log.error("outbox: %s; messages are sent from memory until it takes writes", exc)
         # appends the file refused; after the file's ids, as they are newer than its messages
         self._spill = HeldMessages(HeldFile.open(Path(config.held_path)) if config.held_path else None)
-        held = self._spill.take_up(self._next_id)
+        held = self._spill.take_up(self._next_id, self._in_file_locked)
         if held:
             self._next_id += held
             log.info("outbox: %d messages held in memory before a restart taken up from %s", held,
                      config.held_path)
             self._expire_held_locked()
             self._bound_held_locked()
+
+    def _in_file_locked(self, message_id: int, row: Row) -> bool:
+        """Whether the file holds this very message under this id (not another one given the same id)."""
+        if self._db is None:
+            return False
+        topic, payload, _, _, created, _, _ = row
+        try:
+            found = self._db.execute("SELECT 1 FROM outbox WHERE id = ? AND CAST(topic AS BLOB) = ?"
+                                     " AND payload = ? AND created = ?", (message_id, topic.encode(), payload, created))
+            return found.fetchone() is not None
+        except sqlite3.Error:
+            return False  # sent twice rather than lost
 
     def _attach_locked(self, damage: BaseException | None = None) -> None:
         """Open the file and take up its messages; DiskUnavailable if its disk is (still) full or

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,13 +25,16 @@ class HeldMessages:
         self.bytes = 0
         """Payload bytes held."""
 
-    def take_up(self, first_id: int) -> int:
+    def take_up(self, first_id: int, moved: Callable[[int, Row], bool] = lambda message_id, row: False) -> int:
         """Hold what a process before left in the file, renumbered from ``first_id`` in its order (ids it
-        gave may have been given again since, by the outbox file); how many."""
+        gave may have been given again since, by the outbox file); how many. ``moved(id, row)``: the
+        message already reached the outbox file (a process killed between moving a message there and
+        deleting it here): it is not taken up again, which would send it twice."""
         if self._file is None:
             return 0
-        rows = [(first_id + n, row) for n, (_, row) in enumerate(self._file.left())]
-        if rows:
+        left = self._file.left()
+        rows = list(enumerate((row for i, row in left if not moved(i, row)), start=first_id))
+        if left:
             self._file.replace(rows)
         for message_id, row in rows:
             self._rows[message_id] = row
