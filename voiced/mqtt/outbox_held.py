@@ -9,8 +9,9 @@ message is written there too and deleted when it is delivered or reaches the out
 empties it, as it does the memory.
 
 The file has the outbox file's format (``outbox_file``: opened the same way, what can be read of a
-damaged one kept; the damaged copy is deleted, not kept as the outbox file's is: it would take RAM). A write that fails is logged and the message stays held in memory:
-this file only adds to what survives, it never stops delivery. /run is RAM that the whole system
+damaged one kept; the damaged copy is deleted, not kept as the outbox file's is: it would take RAM).
+A write that fails is logged and the message stays held in memory: this file only adds to what
+survives, it never stops delivery. /run is RAM that the whole system
 writes to (systemd, udev, sockets): the file's payloads take at most a quarter of that disk's size,
 and messages beyond that are held in memory only (logged); the file keeps a rollback journal, whose
 size is that of one write, not a WAL.
