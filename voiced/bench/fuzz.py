@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
 from voiced.bench.fuzz_files import Outcome
 
-__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "bench_fuzz", "concrete", "daemon_subscriptions", "file_cases",
-           "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
+__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "FuzzedDaemon", "bench_fuzz", "concrete", "daemon_subscriptions",
+           "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads", "rss_mb"]
 
 # -- strategies ----------------------------------------------------------------------------------
 
@@ -92,56 +92,141 @@ def _matches(topic_filter: str, topic: str) -> bool:
     return bool(mqtt.topic_matches_sub(topic_filter, topic))
 
 
-# -- MQTT ----------------------------------------------------------------------------------------
+# -- the daemon under fuzz ------------------------------------------------------------------------
 
 
-def _rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> float:
+    """The resident set of process ``pid`` now, in MB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]) / 1024
+
+
+DAEMON_CLIENT_ID = "fuzz-daemon"
+STATS_TOPIC = "voiced/default/stats"
+_START_TIMEOUT_S = 120.0
+_INTENTS = ("language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
+            "lists:\n  name:\n    values: ['kitchen light']\n")
+
+
+class FuzzedDaemon:
+    """``voiced run`` in its own process (so its RSS is its own and a crash is seen, not shared) beside a
+    mosquitto of its own, and the stats it publishes there. ``sections``: more of its TOML (wake, tts,
+    asr, wyoming); ``broker_conf``: more of mosquitto's. A context manager: started, then stopped."""
+
+    def __init__(self, work: Path, sections: str = "", broker_conf: str = "") -> None:
+        self.work = work
+        self.sections = sections
+        self.broker_conf = broker_conf
+        self.stats: dict[str, Any] = {}
+        """The last stats message (``voiced/default/stats``)."""
+        self._stats_seen = threading.Condition()
+        self._stats_count = 0
+
+    def __enter__(self) -> FuzzedDaemon:
+        import subprocess
+
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        from voiced.bench.broker import Mosquitto
+
+        work = self.work
+        self.broker = Mosquitto(work, start=False)
+        self.broker.conf.write_text(self.broker.conf.read_text() + self.broker_conf)
+        self.broker.start()
+        (work / "intents.yaml").write_text(_INTENTS)
+        (work / "voiced.toml").write_text(f"""[intents]
+templates = ["{work / 'intents.yaml'}"]
+[mqtt]
+host = "127.0.0.1"
+port = {self.broker.port}
+client_id = "{DAEMON_CLIENT_ID}"
+[daemon]
+state_dir = "{work / 'state'}"
+stats_interval_s = 0.5
+[playback]
+device = "null"
+{self.sections}""")
+        self.log_path = work / "voiced.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(work / "voiced.toml")],
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self._listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fuzz-stats")
+        self._listener.on_message = self._on_stats
+        self._listener.connect("127.0.0.1", self.broker.port)
+        self._listener.subscribe(STATS_TOPIC, 1)
+        self._listener.loop_start()
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not self.stats and time.monotonic() < deadline:  # running, subscribed, models loaded
+            if self.proc.poll() is not None:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"voiced run exited ({self.proc.returncode}): {self.log_tail()}")
+            time.sleep(0.2)
+        if not self.stats:
+            self.__exit__(None, None, None)
+            raise RuntimeError(f"voiced run published no stats within {_START_TIMEOUT_S:g} s: {self.log_tail()}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except Exception:  # noqa: BLE001 - a daemon that will not stop is killed, whatever went wrong
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        self._listener.loop_stop()
+        self.broker.close()
+
+    def _on_stats(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            payload = json.loads(msg.payload)
+        except ValueError:
+            return
+        with self._stats_seen:
+            self.stats = payload
+            self._stats_count += 1
+            self._stats_seen.notify_all()
+
+    def fresh_stats(self, timeout: float = 10.0) -> dict[str, Any]:
+        """Stats published after this call (what the daemon counted up to now)."""
+        with self._stats_seen:
+            # the next message may have been snapshotted before the call: wait for the one after it
+            wanted = self._stats_count + 2
+            self._stats_seen.wait_for(lambda: self._stats_count >= wanted, timeout)
+            return self.stats
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.proc.pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+# -- MQTT ----------------------------------------------------------------------------------------
 
 
 def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, only: str | None = None,
               samples: int = 5) -> dict[str, Any]:
     """``n`` payloads over every subscribed topic into ``voiced run`` (its own process, so its RSS is its
     own); then a valid query must be answered, and its stats must show the malformed ones counted."""
-    import subprocess
-
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from voiced.bench.broker import Mosquitto
-
     models = models.resolve() if models is not None else None  # the config file lives elsewhere
     voice = voice.resolve() if voice is not None else None
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        broker = Mosquitto(work, start=False)
-        # the broker logs every SUBSCRIBE: the topics fuzzed are the ones the daemon really takes
-        broker.conf.write_text(broker.conf.read_text() + f"log_type subscribe\nlog_dest file {work / 'subs.log'}\n")
-        broker.start()
-        (work / "intents.yaml").write_text(
-            "language: en\nintents:\n  HassTurnOn:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
-            "lists:\n  name:\n    values: ['kitchen light']\n")
-        wake = (f'[wake]\ndirectory = "{models / "openwakeword"}"\nmodels = ["alexa_v0.1"]\narbitration_group = "fuzz"\n'
-                if models is not None else "")
-        tts = f'[tts]\nvoice = "{voice}"\nmax_text_chars = 200\nmax_pending = 4\n' if voice is not None else ""
-        (work / "voiced.toml").write_text(f"""[intents]
-templates = ["{work / 'intents.yaml'}"]
-[mqtt]
-host = "127.0.0.1"
-port = {broker.port}
-client_id = "fuzz-daemon"
-[daemon]
-state_dir = "{work / 'state'}"
-stats_interval_s = 0.5
-[playback]
-device = "null"
-{wake}{tts}""")
-        log = open(work / "voiced.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(work / "voiced.toml")],
-                                stdout=log, stderr=subprocess.STDOUT)
+    wake = (f'[wake]\ndirectory = "{models / "openwakeword"}"\nmodels = ["alexa_v0.1"]\narbitration_group = "fuzz"\n'
+            if models is not None else "")
+    tts = f'[tts]\nvoice = "{voice}"\nmax_text_chars = 200\nmax_pending = 4\n' if voice is not None else ""
+    with tempfile.TemporaryDirectory() as tmp, FuzzedDaemon(
+            Path(tmp), wake + tts,
+            # the broker logs every SUBSCRIBE: the topics fuzzed are the ones the daemon really takes
+            broker_conf=f"log_type subscribe\nlog_dest file {Path(tmp) / 'subs.log'}\n") as daemon:
         answers: list[str] = []
-        stats: dict[str, Any] = {}
         got = threading.Event()
 
         def on_message(client: Any, userdata: Any, msg: Any) -> None:
@@ -149,32 +234,22 @@ device = "null"
                 payload = json.loads(msg.payload)
             except ValueError:
                 return
-            if msg.topic == "voiced/default/stats":
-                stats.clear()
-                stats.update(payload)
-            elif isinstance(payload, dict) and payload.get("id") == "fuzz-final":
+            if isinstance(payload, dict) and payload.get("id") == "fuzz-final":
                 answers.append(msg.topic)
                 got.set()
 
         listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fuzz-listener")
         listener.on_message = on_message
-        listener.connect("127.0.0.1", broker.port)
-        listener.subscribe([("hermes/intent/#", 1), ("hermes/nlu/intentNotRecognized", 1), ("voiced/default/stats", 1)])
+        listener.connect("127.0.0.1", daemon.broker.port)
+        listener.subscribe([("hermes/intent/#", 1), ("hermes/nlu/intentNotRecognized", 1)])
         listener.loop_start()
         sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fuzz-sender")
-        sender.connect("127.0.0.1", broker.port)
+        sender.connect("127.0.0.1", daemon.broker.port)
         sender.loop_start()
-        deadline = time.monotonic() + 120
-        while not stats and time.monotonic() < deadline:  # running, subscribed, models loaded
-            if proc.poll() is not None:
-                log.close()
-                raise RuntimeError(f"voiced run exited ({proc.returncode}): "
-                                   f"{(work / 'voiced.log').read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-        subscribed = daemon_subscriptions(work / "subs.log", "fuzz-daemon")
+        subscribed = daemon_subscriptions(Path(tmp) / "subs.log", DAEMON_CLIENT_ID)
         topics = sorted(set(mqtt_topics("default")) | {concrete(f) for f in subscribed})
         topics = [t for t in topics if only is None or only in t]  # one door at a time (finding a leak)
-        rss_before = _rss_mb(proc.pid)
+        rss_before = daemon.rss_mb()
         rss: list[float] = []  # the daemon's RSS after each 1/samples of the payloads: bounded or growing?
         sent = {"n": 0}
         per_topic: dict[str, int] = {}
@@ -189,25 +264,18 @@ device = "null"
             sent["n"] += 1
             per_topic[topic] = per_topic.get(topic, 0) + 1
             if sent["n"] % max(1, n // samples) == 0:
-                rss.append(round(_rss_mb(proc.pid), 1))
+                rss.append(round(daemon.rss_mb(), 1))
 
         one()
         sender.publish("hermes/nlu/query", json.dumps({"input": "turn on the kitchen light", "siteId": "default",
                                                        "id": "fuzz-final"}), qos=1)
         answered = got.wait(120)
         elapsed = time.monotonic() - t0
-        time.sleep(1.5)  # a fresh stats message
-        rss_after = _rss_mb(proc.pid)
-        alive = proc.poll() is None
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stats = daemon.fresh_stats()
+        rss_after = daemon.rss_mb()
+        alive = daemon.alive()
         sender.loop_stop()
         listener.loop_stop()
-        broker.close()
     stages = stats.get("stages", {})
     mqtt_stats = stats.get("mqtt", {})
     return {
