@@ -359,6 +359,31 @@ def test_a_client_that_sends_bad_events_without_end_is_answered_each_time_but_no
     assert len(warned) == sum(1 for n in range(before + 1, before + 151) if n <= 10 or n % 100 == 0) < 12
 
 
+
+@pytest.mark.shared
+def test_transcribe_after_a_detect_that_got_no_audio_is_transcribed(daemon, speech) -> None:
+    """Found by ``voiced bench fuzz`` (a detect, then a transcribe on the same connection): the audio went to
+    the wake word, answered not-detected. The last request names what the audio is for."""
+    samples, rate = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)
+
+    async def go() -> list[Event]:
+        client = await _client(daemon)
+        await client.write_event(Detect(names=["alexa"]).event())
+        await client.write_event(Transcribe().event())
+        await _stream_audio(client, _pcm(samples[:, 0]), rate)
+        events: list[Event] = []
+        while not events or events[-1].type not in ("transcript-stop", "not-detected", "detection"):
+            event = await client.read_event()
+            assert event is not None, [e.type for e in events]
+            events.append(event)
+        await client.disconnect()
+        return events
+
+    events = _run(go())
+    assert [e.type for e in events][-2:] == ["transcript", "transcript-stop"], [e.type for e in events]
+    assert events[-2].data["text"].lower().strip(".") == "they were men having no country to go back to"
+
+
 async def _describe_types(daemon) -> list[str]:
     client = await _client(daemon)
     await client.write_event(Describe().event())

@@ -150,12 +150,12 @@ class Connection:
             await self.send(describe(self.models, self.server.config, self.server.core.config.site.id).event())
         elif self.satellite is not None and await self.satellite.handle(event):
             pass
-        elif t == EventType.TRANSCRIBE:
-            self._transcribing = True
+        elif t == EventType.TRANSCRIBE:  # the last request says what the next audio is for
+            self._transcribing, self._detecting = True, False
         elif t == EventType.DETECT:
             names = data.get("names")
             self._detect_names = tuple(str(n) for n in names) if isinstance(names, list) else None
-            self._detecting, self._detected = True, False
+            self._detecting, self._detected, self._transcribing = True, False, False
         elif t == EventType.AUDIO_START:
             await self._audio_start(AudioFormat.from_data(data))
         elif t == EventType.AUDIO_CHUNK:
@@ -198,9 +198,10 @@ class Connection:
             if self.models.wake is None:
                 raise _BadRequest("no wake word models are configured ([wake] models)")
             self._wake = WakeRequest(self.models.wake.create_stream(), fmt, max_s, self._detect_names)
+            self._asr, self._pending = None, []  # one audio request at a time: the new one replaces the old
             return
         # audio without detect is for speech-to-text, whether or not transcribe came first
-        self._asr, self._pending = AsrRequest(self.models, fmt, max_s), []
+        self._asr, self._pending, self._wake = AsrRequest(self.models, fmt, max_s), [], None
         self._transcribing = True
         await self.send(TranscriptStart(language=self.models.intents.language).event())
 
