@@ -384,6 +384,27 @@ def test_transcribe_after_a_detect_that_got_no_audio_is_transcribed(daemon, spee
     assert events[-2].data["text"].lower().strip(".") == "they were men having no country to go back to"
 
 
+@pytest.mark.shared
+def test_a_streamed_synthesis_that_failed_at_its_stop_leaves_the_next_synthesis_well_formed(daemon) -> None:
+    """Found by ``voiced bench fuzz``: a stream whose last piece has nothing to speak failed at
+    synthesize-stop after its first sentence's audio had started; the next synthesize on the connection
+    then got audio-chunk … audio-stop without audio-start."""
+    answer = _raw(daemon, b"".join(
+        (json.dumps(h) + "\n").encode() for h in (
+            {"type": "synthesize-start"},
+            {"type": "synthesize-chunk", "data": {"text": "Hello there. "}},
+            {"type": "synthesize-chunk", "data": {"text": "\x00"}},  # nothing to speak
+            {"type": "synthesize-stop"},
+            {"type": "synthesize", "data": {"text": "Turn on the light."}},
+        )))
+    stream, types = io.BytesIO(answer), []
+    while (event := read_event(stream)) is not None:
+        types.append(event.type)
+    assert "error" in types, types
+    after = types[types.index("error") + 1:]
+    assert after[0] == "audio-start" and after[-1] == "audio-stop" and set(after[1:-1]) == {"audio-chunk"}, types
+
+
 async def _describe_types(daemon) -> list[str]:
     client = await _client(daemon)
     await client.write_event(Describe().event())

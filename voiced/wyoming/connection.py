@@ -282,15 +282,21 @@ class Connection:
         """Synthesize ``texts`` sentence by sentence, sending audio as each is ready. Without
         ``stream`` it is one whole request: audio-start … audio-stop."""
         voice = self._need_voice()
-        for text in texts:
-            chunks: Iterator[AudioChunk] = voice.synthesize(text, self._options)  # lazy: the work is in next()
-            while (chunk := await self.work(next, chunks, None)) is not None:
-                if not self._tts_started:
-                    self._tts_started = True
-                    await self.send(AudioStart(rate=chunk.sample_rate, width=chunk.sample_width,
-                                               channels=chunk.channels).event())
-                await self.send(WyAudioChunk(rate=chunk.sample_rate, width=chunk.sample_width, channels=chunk.channels,
-                                             audio=np.ascontiguousarray(chunk.samples, "<i2").tobytes()).event())
+        try:
+            for text in texts:
+                chunks: Iterator[AudioChunk] = voice.synthesize(text, self._options)  # lazy: the work is in next()
+                while (chunk := await self.work(next, chunks, None)) is not None:
+                    if not self._tts_started:
+                        self._tts_started = True
+                        await self.send(AudioStart(rate=chunk.sample_rate, width=chunk.sample_width,
+                                                   channels=chunk.channels).event())
+                    await self.send(WyAudioChunk(rate=chunk.sample_rate, width=chunk.sample_width,
+                                                 channels=chunk.channels,
+                                                 audio=np.ascontiguousarray(chunk.samples, "<i2").tobytes()).event())
+        except Exception:
+            if not stream or last:  # the request ends with the error: the next one must send its own audio-start
+                self._tts_started = False
+            raise
         if not stream or last:
             if not self._tts_started:  # nothing to say (empty text): still a well-formed, empty answer
                 await self.send(AudioStart(rate=voice.sample_rate, width=2, channels=1).event())
