@@ -215,9 +215,11 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: %(default)s)")
     b.set_defaults(func=_soak)
 
-    b = bsub.add_parser("fuzz", help="generated inputs: MQTT payloads on every topic, mutated files; failures found",
+    b = bsub.add_parser("fuzz", help="generated inputs: MQTT payloads, Wyoming clients, mutated files; failures found",
                         description="Hypothesis-generated inputs (seeded) against every outside door: payloads on every"
-                        " topic the daemon subscribes to, through a real mosquitto into a running daemon, and mutated"
+                        " topic the daemon subscribes to, through a real mosquitto into a running daemon; Wyoming clients"
+                        " (broken framing, odd events in any order, vanishing and crowding clients) into its Wyoming"
+                        " port; and mutated"
                         " configs, WAVs, templates, token tables and voice configs through voiced's loaders. Needs the"
                         " test extra (hypothesis). Prints outcomes per kind; failures_total is the goal's 0.")
     b.add_argument("--speech", type=Path, default=None, metavar="DIR", help="../shared/speech (real WAVs to mutate)")
@@ -227,6 +229,12 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--files-count", type=int, default=2_000, help="cases per file kind (default: %(default)s)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep the files that crashed or hung here")
+    b.add_argument("--asr-model", type=Path, default=None, metavar="DIR",
+                   help="Whisper model directory for the Wyoming part (its clients transcribe; needs --speech)")
+    b.add_argument("--wyoming-count", type=int, default=1_000,
+                   help="batches of generated Wyoming clients, 1-3 at once or a crowd over max_clients (default: %(default)s)")
+    b.add_argument("--only", action="append", choices=["files", "mqtt", "wyoming"], default=None,
+                   help="run only this part (repeatable; default: all)")
     b.set_defaults(func=_fuzz)
 
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
@@ -347,10 +355,11 @@ def _soak(args: argparse.Namespace) -> int:
 
 
 def _fuzz(args: argparse.Namespace) -> int:
-    from voiced.bench.fuzz import bench_fuzz
+    from voiced.bench.fuzz import FuzzPart, bench_fuzz
 
+    parts = frozenset(FuzzPart(p) for p in args.only) if args.only else frozenset(FuzzPart)
     return _print(bench_fuzz(args.speech, args.models, args.voice, args.mqtt_count, args.files_count, args.seed,
-                             args.keep))
+                             args.keep, args.asr_model, args.wyoming_count, parts))
 
 
 def _cloud(args: argparse.Namespace) -> int:

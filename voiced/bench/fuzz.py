@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
 from voiced.bench.fuzz_files import Outcome
 
-__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "FuzzedDaemon", "bench_fuzz", "concrete", "daemon_subscriptions",
+__all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "FuzzPart", "FuzzedDaemon", "bench_fuzz", "concrete", "daemon_subscriptions",
            "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads", "rss_mb"]
 
 # -- strategies ----------------------------------------------------------------------------------
@@ -295,14 +296,41 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, on
     }
 
 
+class FuzzPart(Enum):
+    """What ``voiced bench fuzz`` runs (all of them unless told)."""
+
+    FILES = "files"
+    MQTT = "mqtt"
+    WYOMING = "wyoming"
+
+
 def bench_fuzz(speech: Path | None, models: Path | None, voice: Path | None, mqtt_count: int = 10_000,
-               file_count: int = 2_000, run_seed: int = 0, keep: Path | None = None) -> dict[str, Any]:
+               file_count: int = 2_000, run_seed: int = 0, keep: Path | None = None, asr_model: Path | None = None,
+               wyoming_batches: int = 1_000, parts: frozenset[FuzzPart] = frozenset(FuzzPart)) -> dict[str, Any]:
     """Every file kind (``file_count`` cases each, in child processes so a crash is counted, not
-    fatal), every config key's edge values, then ``mqtt_count`` payloads into a running daemon."""
+    fatal), every config key's edge values, then ``mqtt_count`` payloads into a running daemon, then
+    ``wyoming_batches`` batches of generated clients into its Wyoming port (needs ``asr_model`` and ``speech``)."""
+    results: dict[str, Any] = {"seed": run_seed}
+    if FuzzPart.FILES in parts:
+        results.update(_fuzz_all_files(speech, models, file_count, run_seed, keep))
+    if FuzzPart.MQTT in parts:
+        results["mqtt"] = fuzz_mqtt(mqtt_count, run_seed, models, voice)
+    if FuzzPart.WYOMING in parts:
+        from voiced.bench.fuzz_wyoming import WyomingFuzz, fuzz_wyoming
+
+        if asr_model is None or speech is None:
+            results["wyoming"] = {"skipped": "needs --asr-model (Whisper, sherpa-onnx layout) and --speech"}
+        else:
+            results["wyoming"] = fuzz_wyoming(WyomingFuzz(wyoming_batches, asr_model, speech, voice, models, run_seed))
+    return results
+
+
+def _fuzz_all_files(speech: Path | None, models: Path | None, file_count: int, run_seed: int,
+                    keep: Path | None) -> dict[str, Any]:
     from voiced.bench.fuzz_cases import config_sweep
     from voiced.bench.fuzz_isolated import fuzz_files_isolated
 
-    results: dict[str, Any] = {"seed": run_seed}
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         sweep = config_sweep(Path(tmp))
@@ -320,5 +348,4 @@ def bench_fuzz(speech: Path | None, models: Path | None, voice: Path | None, mqt
     results["file_cases_total"] = sum(results[k].get(o.value, 0) for k in file_kinds for o in Outcome)
     results["failures_total"] = sum(results[k].get(Outcome.FAILURE.value, 0) + results[k].get(Outcome.UNNAMED_ERROR.value, 0)
                                     for k in file_kinds)
-    results["mqtt"] = fuzz_mqtt(mqtt_count, run_seed, models, voice)
     return results
