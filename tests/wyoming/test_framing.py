@@ -111,3 +111,25 @@ def test_a_half_sent_event_times_out_instead_of_waiting_forever() -> None:
 
     with pytest.raises(FramingError, match="not complete within"):
         asyncio.run(read())
+
+
+def test_a_half_sent_header_line_times_out_and_a_quiet_client_does_not() -> None:
+    """A header line begun and never ended would hold one of max_clients' slots for ever; a client
+    that sends nothing between events (a satellite waiting) is left alone."""
+    async def half_line() -> Event | None:
+        async with asyncio.timeout(LIMITS.read_timeout_s * 10):  # a reader that waits for ever fails here
+            return await read_event(_reader(b'{"type": "ping"', eof=False), LIMITS)
+
+    with pytest.raises(FramingError, match="header line not complete within"):
+        asyncio.run(half_line())
+
+    async def quiet_then_ping() -> Event | None:
+        reader = _reader(b"", eof=False)
+        pending = asyncio.ensure_future(read_event(reader, LIMITS))
+        await asyncio.sleep(LIMITS.read_timeout_s * 3)
+        assert not pending.done()
+        reader.feed_data(b'{"type": "ping", "data": {"text": "hi"}}\n')
+        return await pending
+
+    event = asyncio.run(quiet_then_ping())
+    assert event is not None and event.type == "ping" and event.data == {"text": "hi"}

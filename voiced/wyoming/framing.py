@@ -30,7 +30,7 @@ class Limits:
     data_bytes: int = 1_048_576
     payload_bytes: int = 1_048_576
     read_timeout_s: float = 10.0
-    """Time allowed for the rest of an event once its header line has arrived."""
+    """Time allowed for the rest of an event once its first byte has arrived."""
 
 
 def _length(header: dict[str, object], key: str, limit: int) -> int:
@@ -50,12 +50,16 @@ async def read_event(reader: asyncio.StreamReader, limits: Limits) -> Event | No
     The StreamReader must have been created with ``limit`` ≥ ``limits.line_bytes`` (asyncio's
     ``start_server(limit=...)``): an over-long line is refused by the reader itself.
     """
-    try:
-        line = await reader.readline()
+    first = await reader.read(1)  # between events a client may stay quiet for ever (a satellite)
+    if not first:
+        return None
+    try:  # once it has begun, the header line must end in time: half lines would hold max_clients' slots
+        async with asyncio.timeout(limits.read_timeout_s):
+            line = first if first == b"\n" else first + await reader.readline()
     except ValueError as exc:  # asyncio's LimitOverrunError surfaces as ValueError from readline
         raise FramingError(f"header line over {limits.line_bytes} bytes") from exc
-    if not line:
-        return None
+    except TimeoutError as exc:
+        raise FramingError(f"header line not complete within {limits.read_timeout_s:g} s") from exc
     if not line.endswith(b"\n"):
         raise FramingError("connection closed in the middle of a header line")
     if len(line) > limits.line_bytes:
