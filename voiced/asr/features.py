@@ -56,7 +56,9 @@ class OnlineFeatures:
     def accept_waveform(self, samples: np.ndarray) -> None:
         """Add float32 samples in [-1, 1] at ``config.sample_rate``."""
         if len(samples):
-            self._fbank.accept_waveform(float(self.config.sample_rate), np.ascontiguousarray(samples, np.float32))
+            # The binding takes a sequence of floats: from a list it reads Python floats directly, from
+            # an array it makes a numpy scalar per sample (a third of its CPU time at 100 ms windows).
+            self._fbank.accept_waveform(float(self.config.sample_rate), np.asarray(samples, np.float32).tolist())
 
     def input_finished(self) -> None:
         """No more samples: the last partial frames become ready."""
@@ -72,4 +74,4 @@ class OnlineFeatures:
             self._fbank.pop(start - self._popped)
             self._popped = start
         get = self._fbank.get_frame
-        return np.stack([get(i) for i in range(start, start + count)]).astype(np.float32, copy=False)
+        return np.array([get(i) for i in range(start, start + count)], np.float32)
