@@ -46,7 +46,7 @@ class ResultBuilder:
     def reset(self) -> None:
         self._ids: tuple[int, ...] = ()
         self._frames: tuple[int, ...] = ()
-        self._chars: list[str] = []
+        self._text = ""  # before the leading space (and punctuation) is trimmed
         self._symbols: list[str] = []
         self._times: list[float] = []
         self._log_prob_sum = 0.0
@@ -65,7 +65,9 @@ class ResultBuilder:
             self._ids, self._frames = tokens, frames
             return self._result
         shown, unk = self._table.shown, self._table.unk_id
-        chars = self._chars
+        # Only the new characters are joined (after the text's last one, which punctuation may drop):
+        # joining all of them again per window cost a long stream's partials the square of its length.
+        text, chars = self._text, list(self._text[-1:])
         for i in range(n, len(tokens)):
             token = tokens[i]
             self._times.append(round(frames[i] * self._frame_s, 3))
@@ -78,8 +80,9 @@ class ResultBuilder:
                 if chars and chars[-1] == " " and is_punct(ch):
                     chars.pop()
                 chars.append(ch)
+        self._text = text = text[:-1] + "".join(chars)
         self._ids, self._frames = tokens, frames
-        text = "".join(chars).lstrip(" ")
+        text = text.lstrip(" ")
         self._result = RecognitionResult(
             text=text[1:] if text and is_punct(text[0]) else text,
             tokens=tuple(self._symbols),
