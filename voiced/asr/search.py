@@ -71,11 +71,15 @@ class GreedySearch:
         return GreedyState()
 
     def decode(self, state: GreedyState, encoder_out: np.ndarray) -> None:
-        model = self.model
+        model, unk = self.model, self.unk_id
         if state.decoder_out is None:
             state.decoder_out = self._decoder_out(state, tuple(_context_row(state.hyp.tokens, model.context_size)))
         hyp = state.hyp
-        tokens, frames, log_probs = list(hyp.tokens), list(hyp.frames), list(hyp.log_probs)
+        # This chunk's tokens only: the hypothesis's tuples are extended once at the end (copying the
+        # whole of them per chunk made a long utterance cost the square of its length).
+        tokens: list[int] = []
+        frames: list[int] = []
+        log_probs: list[float] = []
         blanks = hyp.trailing_blanks
         n, t = encoder_out.shape[0], 0
         # Where the joiner scores rows independently (model.joiner_rows_independent), the frames
@@ -87,22 +91,27 @@ class GreedySearch:
             rows = encoder_out[t : t + step]
             dec = state.decoder_out if len(rows) == 1 else np.repeat(state.decoder_out, len(rows), axis=0)
             logits = model.run_joiner(rows, dec)
-            best = logits.argmax(axis=1)
-            emitting = np.flatnonzero((best != BLANK) & (best != self.unk_id))
-            if emitting.size == 0:
+            # a few rows at most: a Python scan costs less than numpy's calls on arrays this small
+            best = logits.argmax(axis=1).tolist()
+            i = next((j for j, b in enumerate(best) if b != BLANK and b != unk), None)
+            if i is None:
                 blanks += len(rows)
                 t += len(rows)
                 continue
-            i = int(emitting[0])
-            y = int(best[i])
+            y = best[i]
             tokens.append(y)
             frames.append(state.frame_offset + t + i)
             log_probs.append(float(log_softmax(logits[i] / self.temperature)[y]))
             blanks = 0
             t += i + 1
-            state.decoder_out = self._decoder_out(state, tuple(_context_row(tokens, model.context_size)))
+            context = hyp.tokens[-model.context_size :] + tuple(tokens)
+            state.decoder_out = self._decoder_out(state, tuple(_context_row(context, model.context_size)))
         state.frame_offset += n
-        state.hyp = replace(hyp, tokens=tuple(tokens), frames=tuple(frames), log_probs=tuple(log_probs), trailing_blanks=blanks)
+        if tokens:
+            state.hyp = replace(hyp, tokens=hyp.tokens + tuple(tokens), frames=hyp.frames + tuple(frames),
+                                log_probs=hyp.log_probs + tuple(log_probs), trailing_blanks=blanks)
+        else:  # the same tuples: the result builder sees at once that nothing changed
+            state.hyp = replace(hyp, trailing_blanks=blanks)
 
     def _decoder_out(self, state: GreedyState, row: tuple[int, ...]) -> np.ndarray:
         # The decoder sees only the last context_size tokens, one row at a time (batch 1), so a
