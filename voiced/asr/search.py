@@ -180,14 +180,17 @@ class BeamSearch:
             top = np.argpartition(-flat, k - 1)[:k]
             top = top[np.argsort(-flat[top], kind="stable")]
             merged: dict[tuple[int, ...], Hypothesis] = {}
+            scaled = None  # temperature-scaled log-probabilities of all rows at once, once a token needs them
             for index in top:
-                h, y = prev[int(index) // vocab], int(index) % vocab
-                score = float(flat[index])
+                row, y = divmod(int(index), vocab)
+                h, score = prev[row], float(flat[index])
                 if y == BLANK or y == self.unk_id:
                     new = replace(h, score=score, trailing_blanks=h.trailing_blanks + 1)
                 else:
                     bonus, ctx = (0.0, h.context) if state.graph is None else state.graph.step(h.context, y)
-                    token_lp = float(log_softmax(logits[int(index) // vocab] / self.temperature)[y])
+                    if scaled is None:
+                        scaled = log_softmax(logits / self.temperature)
+                    token_lp = float(scaled[row, y])
                     new = Hypothesis(
                         tokens=h.tokens + (y,),
                         frames=h.frames + (state.frame_offset + t,),
