@@ -124,7 +124,7 @@ def _common_prefix(a: tuple, b: tuple) -> int:
     """Length of the longest common beginning, by halving: tuple slices compare in C."""
     if len(a) >= len(b) and a[: len(b)] == b:  # the usual case: the path grew
         return len(b)
-    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo]; a[:hi + 1] != b[:hi + 1]
+    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo], and the answer is at most hi
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if a[:mid] == b[:mid]:
