@@ -214,13 +214,18 @@ class WyomingFuzz:
     """The daemon's [wyoming] read_timeout_s: what each stalled client costs."""
     max_audio_s: float = 3.0
     """The daemon's [wyoming] max_audio_s: keeps each generated transcription short."""
+    workers: int = 2
+    """The daemon's [wyoming] workers: how many requests run the models at once (the warm-up sends that many)."""
     rss_samples: int = 5
+    repeat: bool = False
+    """Send the generated batches again, the same cases in the same order, with RSS taken across that pass
+    (``daemon_rss_mb_repeat``): every input shape has been seen by then, so what grows is kept, not warm-up."""
     client_timeout_s: float = 120.0
     """A client not answered nor closed by then: the server hung."""
 
     def __post_init__(self) -> None:
-        if self.batches < 1 or self.max_clients < 1 or self.rss_samples < 1:
-            raise ValueError("batches, max_clients and rss_samples must be at least 1")
+        if min(self.batches, self.max_clients, self.workers, self.rss_samples) < 1:
+            raise ValueError("batches, max_clients, workers and rss_samples must be at least 1")
 
 
 FINAL_CLIP = Path("hifitts_6097_5min") / "audio" / "roots_19_morris_0269.wav"
@@ -273,6 +278,10 @@ async def _batch(port: int, cases: list[Case], first: int, options: WyomingFuzz,
         verdict, events = judge(case, s, marker, options.voice is not None)
         tally.add(case, verdict, events, s)
     tally.largest_batch = max(tally.largest_batch, len(cases))
+
+
+async def _at_once(port: int, speech: Path, voice: bool, clients: int) -> None:
+    await asyncio.gather(*(_still_serves(port, speech, voice) for _ in range(clients)))
 
 
 async def _still_serves(port: int, speech: Path, voice: bool) -> dict[str, Any]:
@@ -333,20 +342,23 @@ def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
     o = options
     sections = (f'[asr]\nmodel = "{o.asr_model.resolve()}"\ntemplate_decoding = false\n'
                 f'[wyoming]\nuri = "tcp://127.0.0.1:{port}"\nzeroconf = false\nmax_clients = {o.max_clients}\n'
-                f'read_timeout_s = {o.read_timeout_s}\nmax_audio_s = {o.max_audio_s}\n')
+                f'read_timeout_s = {o.read_timeout_s}\nmax_audio_s = {o.max_audio_s}\nworkers = {o.workers}\n')
     if o.voice is not None:
         sections += f'[tts]\nvoice = "{o.voice.resolve()}"\nmax_text_chars = 200\n'
     if o.models is not None:
         sections += f'[wake]\ndirectory = "{(o.models / "openwakeword").resolve()}"\nmodels = ["alexa_v0.1"]\n'
     tally = _Tally()
     with tempfile.TemporaryDirectory() as tmp, FuzzedDaemon(Path(tmp), sections) as daemon:
-        # the same valid requests first: the models' first runs allocate their arenas, which is not growth
+        # the same valid requests first, alone then `workers` at once: ONNX Runtime's arenas grow to what the
+        # models' first runs, and that many runs together, need (~110 MB, then ~90 MB), which is not growth
         warm = asyncio.run(asyncio.wait_for(_still_serves(port, o.speech, o.voice is not None), 120))
+        asyncio.run(asyncio.wait_for(_at_once(port, o.speech, o.voice is not None, o.workers), 240))
         before = dict(daemon.fresh_stats().get("wyoming", {}))
         log_start = len(daemon.log_path.read_bytes())
         rss_before = daemon.rss_mb()
         rss: list[float] = []
         done = {"n": 0}
+        played: list[list[Case]] = []
         t0 = time.monotonic()
 
         @seed(o.seed)
@@ -355,11 +367,17 @@ def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
         def one(cases: list[Case]) -> None:
             asyncio.run(_batch(port, cases, tally.clients, o, tally))
             done["n"] += 1
+            if o.repeat:
+                played.append(cases)
             if done["n"] % max(1, o.batches // o.rss_samples) == 0:
                 rss.append(round(daemon.rss_mb(), 1))
 
         one()
         fuzz_s = time.monotonic() - t0
+        repeat_rss = [round(daemon.rss_mb(), 1)] if played else []
+        for cases in played:  # clients tallied and judged as in the first pass
+            asyncio.run(_batch(port, cases, tally.clients, o, tally))
+        repeat_rss += [round(daemon.rss_mb(), 1)] if played else []
         final = asyncio.run(asyncio.wait_for(_still_serves(port, o.speech, o.voice is not None), 120))
         after = daemon.fresh_stats().get("wyoming", {})
         rss_after = daemon.rss_mb()
@@ -379,5 +397,5 @@ def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
         "refused_all_counted": refused >= tally.refused_seen,
         "log_errors": errors[:20],
         "daemon_rss_mb_before": round(rss_before, 1), "daemon_rss_mb_samples": rss,
-        "daemon_rss_mb_after": round(rss_after, 1),
+        "daemon_rss_mb_after": round(rss_after, 1), "daemon_rss_mb_repeat": repeat_rss,
     }
