@@ -229,6 +229,14 @@ def test_family_is_chosen_by_the_files(tmp_path, whisper_model_dir) -> None:
     assert family_of(tmp_path) is AsrFamily.TRANSDUCER
 
 
+def test_sessions_keep_no_memory_plan_per_utterance_length(whisper_model_dir) -> None:
+    """Each utterance has its own input length: ONNX Runtime's per-shape memory plans would pile up in
+    a daemon that runs for months (tiny.en INT8, 300 lengths: 521 MB RSS with them, 445 without)."""
+    model = WhisperRecognizer.load(whisper_model_dir).model
+    for session in (model.encoder, model.decoder):
+        assert session.get_session_options().enable_mem_pattern is False
+
+
 def test_missing_and_malformed_files_are_named(tmp_path, whisper_model_dir) -> None:
     broken = tmp_path / "w"
     broken.mkdir()
