@@ -86,6 +86,44 @@ def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], windo
     return _stream_figures(window, finish, audio, window_frames, per_window_cpu)
 
 
+def _window_growth(model_dir: Path, threads: int, audio: np.ndarray, window_frames: int,
+                   runs: int) -> tuple[list[float], list[float]]:
+    """Mean per-window CPU ms of a stream at minute 0 of its utterance and of one in its last minute,
+    per pass: both are fed the last minute of ``audio`` window by window, alternately (the other one
+    first every other window), the late one after the rest of ``audio``. The same speech at the same
+    moment on the machine: only the utterance's length differs. (Timing the first and the last
+    minute of one pass compared other speech at other moments: on a shared machine that moved the
+    ratio by +-40 % between passes.)"""
+    from voiced.asr.recognizer import Recognizer, RecognizerConfig
+
+    rec = Recognizer.load(model_dir, RecognizerConfig(threads=threads))
+    minute = 60 * SAMPLE_RATE
+    lead, tail = audio[:-minute], audio[-minute:]
+
+    def feed(stream, samples: np.ndarray) -> float:
+        c0 = time.process_time()
+        stream.accept_waveform(samples)
+        rec.decode_all(stream)
+        _ = stream.result.text  # what the live loop reads after every window
+        return time.process_time() - c0
+
+    early_ms, late_ms = [], []
+    for _ in range(runs):
+        late = rec.create_stream()
+        for window in Windower(window_frames).windows([lead]):
+            feed(late, window.samples)
+        early = rec.create_stream()
+        cpu = {"early": 0.0, "late": 0.0}
+        windows = list(Windower(window_frames).windows([tail]))
+        for i, window in enumerate(windows):
+            order = (("early", early), ("late", late)) if i % 2 == 0 else (("late", late), ("early", early))
+            for name, stream in order:
+                cpu[name] += feed(stream, window.samples)
+        early_ms.append(cpu["early"] / len(windows) * 1000)
+        late_ms.append(cpu["late"] / len(windows) * 1000)
+    return early_ms, late_ms
+
+
 def _sherpa_stream(files, threads: int, audio: list[np.ndarray], window_frames: int, tail_ms: int) -> dict[str, float]:
     import sherpa_onnx
 
@@ -157,8 +195,8 @@ def bench_asr_long(model_dir: Path, files: Sequence[Path], threads: int = 1, run
                    window_frames: int = 10, tail_padding_ms: int = 800) -> dict[str, object]:
     """One long stream (the files joined): whole-process CPU of ``voiced transcribe --vad none`` and of
     sherpa-onnx's C++ binary, alternately ``runs`` times after one untimed run of each (ratio of medians
-    and median of ratios), and voiced's per-window CPU time in the first and the last minute of the
-    stream, over ``runs`` in-process passes (the median of the passes' last/first ratios)."""
+    and median of ratios), and voiced's per-window CPU time at minute 0 and in the last minute of one
+    utterance (``_window_growth``, ``runs`` passes; the median of the passes' ratios)."""
     import tempfile
 
     from voiced.asr.model import ModelFiles
@@ -185,22 +223,16 @@ def bench_asr_long(model_dir: Path, files: Sequence[Path], threads: int = 1, run
         for _ in range(runs):
             ours.append(measure_process(ours_cmd, env)["cpu_s"])
             ref.append(measure_process(ref_cmd)["cpu_s"])
-    per_minute = int(60 * 10 / window_frames)
-    passes: list[tuple[float, float]] = []
-    stream: dict[str, float] = {}
-    for _ in range(max(1, runs)):
-        per_window_cpu: list[float] = []
-        stream = _voiced_stream(model_dir, threads, [audio], window_frames, per_window_cpu=per_window_cpu)
-        first, last = per_window_cpu[:per_minute], per_window_cpu[-per_minute - 1:-1]
-        passes.append((float(np.mean(first)) * 1000, float(np.mean(last)) * 1000))
+    stream = _voiced_stream(model_dir, threads, [audio], window_frames)
+    early, late = _window_growth(model_dir, threads, audio, window_frames, max(1, runs))
     return {
         "model": str(model_dir), "encoder": model_files.encoder.name, "audio_s": round(len(audio) / SAMPLE_RATE, 1),
         "threads": threads, "runs": runs,
         "voiced_cpu_s": ours, "sherpa_onnx_cpu_s": ref,
         "ratio_of_medians": round(median(ours) / median(ref), 3),
         "median_of_ratios": round(median([a / b for a, b in zip(ours, ref)]), 3),
-        "window_cpu_ms_first_minute": [round(f, 3) for f, _ in passes],
-        "window_cpu_ms_last_minute": [round(last, 3) for _, last in passes],
-        "last_over_first": round(median([last / f for f, last in passes]), 3),
+        "window_cpu_ms_minute_0": [round(ms, 3) for ms in early],
+        "window_cpu_ms_last_minute": [round(ms, 3) for ms in late],
+        "last_over_first": round(median([b / a for a, b in zip(early, late)]), 3),
         "stream": stream,
     }
