@@ -135,8 +135,9 @@ _formats = st.fixed_dictionaries({
     "width": st.sampled_from([1, 2, 4]) | _odd_numbers,
     "channels": st.sampled_from([1, 2]) | _odd_numbers,
 }) | st.dictionaries(st.sampled_from(["rate", "width", "channels", "timestamp"]), _odd_numbers, max_size=4)
-_valid_formats = st.builds(dict, rate=st.sampled_from([16_000, 22_050, 8_000, 1, 384_000]),
-                           width=st.sampled_from([1, 2, 4]), channels=st.sampled_from([1, 2, 16]))
+_valid_formats: st.SearchStrategy[dict[str, int]] = st.builds(
+    dict, rate=st.sampled_from([16_000, 22_050, 8_000, 1, 384_000]), width=st.sampled_from([1, 2, 4]),
+    channels=st.sampled_from([1, 2, 16]))
 _odd_texts = st.sampled_from(["", " ", _LONG_TEXT, "\x00", "\x00\x01\x1b[31m\x7f", "\ud800", "a\udfffb. c\ud83d.",
                               "\u202e\ufeff", "Turn on the kitchen light.", "Hello. World! ", "turn on the kitchen light"])
 _texts = st.one_of(_odd_texts, _odd_texts, st.text(max_size=40), json_values)  # the odd ones twice as often
