@@ -101,8 +101,8 @@ def test_republished_after_reconnect_and_with_new_intents(
 
 
 def test_configs_reach_the_broker_before_the_backlog(
-    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient],
-    gate_factory: Callable[..., Gate],
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], gate_factory: Callable[..., Gate],
+    client_factory: Callable[..., MqttClient],  # after the gate: the client is closed before it at teardown
 ) -> None:
     # Events stored while the broker was away must not reach HA before the entity they belong
     # to exists: HA ignores a state topic it has no config for yet.
