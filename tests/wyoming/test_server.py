@@ -359,7 +359,6 @@ def test_a_client_that_sends_bad_events_without_end_is_answered_each_time_but_no
     assert len(warned) == sum(1 for n in range(before + 1, before + 151) if n <= 10 or n % 100 == 0) < 12
 
 
-
 @pytest.mark.shared
 def test_transcribe_after_a_detect_that_got_no_audio_is_transcribed(daemon, speech) -> None:
     """Found by ``voiced bench fuzz`` (a detect, then a transcribe on the same connection): the audio went to
