@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from voiced.bench.common import free_port
+
 __all__ = ["Mosquitto"]
 
 
@@ -20,9 +22,7 @@ class Mosquitto:
 
     def __init__(self, workdir: Path, persistent: bool = False, start: bool = True) -> None:
         self.exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true", "set_tcp_nodelay true",
                  # as root mosquitto would switch to its own user, who cannot write in our directory
                  f"user {pwd.getpwuid(os.geteuid()).pw_name}"]

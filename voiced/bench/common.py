@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "cpu_model", "installed_env", "machine", "measure_process", "median", "percentile", "proc_cpu_seconds", "proc_peak_rss_mb",
+    "cpu_model", "free_port", "installed_env", "machine", "measure_process", "median", "percentile", "proc_cpu_seconds", "proc_peak_rss_mb",
     "read_samples", "stats", "time_calls",
 ]
 
@@ -62,6 +63,13 @@ def read_samples(files: Sequence[Path]) -> list[Any]:
         with WavSource(f) as src:
             out.append(np.concatenate(list(src.chunks())))
     return out
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server the benchmark starts, or a closed one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

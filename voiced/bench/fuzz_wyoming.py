@@ -25,6 +25,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, seed, settings
 
+from voiced.asr.wer import normalize
+from voiced.bench.common import free_port
 from voiced.bench.fuzz import FuzzedDaemon
 from voiced.bench.fuzz_wyoming_cases import (
     FOLLOW_UP_ANSWERS,
@@ -233,16 +235,13 @@ FINAL_CLIP = Path("hifitts_6097_5min") / "audio" / "roots_19_morris_0269.wav"
 
 
 def _reference(speech: Path) -> str:
-    tsv = speech / FINAL_CLIP.parts[0] / "transcripts.tsv"
-    for line in tsv.read_text().splitlines():
-        parts = line.split("\t")
-        if parts[0] == "/".join(FINAL_CLIP.parts[1:]):
-            return parts[2]
-    raise ValueError(f"{FINAL_CLIP} is not in {tsv}")
+    from voiced.bench.whisper import transcripts_of
 
-
-def _words(text: str) -> list[str]:
-    return re.sub(r"[^\w\s']", " ", text.lower()).split()
+    clip = speech / FINAL_CLIP
+    refs = transcripts_of([clip])
+    if str(clip) not in refs:
+        raise ValueError(f"{FINAL_CLIP} has no reference transcript under {speech}")
+    return refs[str(clip)]
 
 
 @dataclass
@@ -320,7 +319,7 @@ async def _still_serves(port: int, speech: Path, voice: bool) -> dict[str, Any]:
                     AudioStop().event(), until="transcript")
     text = got[-1].data.get("text", "") if got and got[-1].type == "transcript" else None
     out["transcript"] = text
-    out["transcript_correct"] = text is not None and _words(text) == _words(_reference(speech))
+    out["transcript_correct"] = text is not None and normalize(text) == normalize(_reference(speech))
     if voice:
         spoken = await ask(Synthesize(text="Turn on the kitchen light.").event(), until="audio-stop")
         audio = sum(len(e.payload or b"") for e in spoken if e.type == "audio-chunk")
@@ -336,9 +335,7 @@ def _log_errors(text: str) -> list[str]:
 
 def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
     """``options.batches`` generated batches of clients into ``voiced run``'s Wyoming port, then the checks."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     o = options
     sections = (f'[asr]\nmodel = "{o.asr_model.resolve()}"\ntemplate_decoding = false\n'
                 f'[wyoming]\nuri = "tcp://127.0.0.1:{port}"\nzeroconf = false\nmax_clients = {o.max_clients}\n'

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from voiced.bench.common import installed_env, proc_cpu_seconds, proc_peak_rss_mb
+from voiced.bench.common import free_port, installed_env, proc_cpu_seconds, proc_peak_rss_mb
 
 __all__ = ["bench_service", "bench_service_starts"]
 
@@ -46,9 +46,7 @@ def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) 
         write_wav(silence, (rng.standard_normal(int(16_000 * (idle_seconds + 30))) * 10).astype(np.int16), 16_000)
         (work / "intents.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
                                            "      - sentences: ['turn on [the] {name}']\n")
-        with socket.socket() as s:  # a closed port: no broker, as on a device that is offline
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()  # a closed port: no broker, as on a device that is offline
         (work / "voiced.toml").write_text(f"""
 [audio]
 source = "file:{silence}"
