@@ -384,24 +384,49 @@ def test_transcribe_after_a_detect_that_got_no_audio_is_transcribed(daemon, spee
 
 
 @pytest.mark.shared
-def test_a_streamed_synthesis_that_failed_at_its_stop_leaves_the_next_synthesis_well_formed(daemon) -> None:
-    """Found by ``voiced bench fuzz``: a stream whose last piece has nothing to speak failed at
-    synthesize-stop after its first sentence's audio had started; the next synthesize on the connection
-    then got audio-chunk … audio-stop without audio-start."""
+def test_a_streamed_reply_with_pieces_that_have_nothing_to_speak_is_said_whole_without_error(daemon) -> None:
+    """An LLM's reply streamed in pieces may hold a sentence of punctuation only ("Sure! ...").
+    Found by ``voiced bench fuzz``: such a last piece failed at synthesize-stop after the first
+    sentence's audio had started (and the next synthesize then lacked its audio-start). The piece is
+    skipped: the reply's other sentences are said, it ends well formed, and so does the next one."""
     answer = _raw(daemon, b"".join(
         (json.dumps(h) + "\n").encode() for h in (
             {"type": "synthesize-start"},
             {"type": "synthesize-chunk", "data": {"text": "Hello there. "}},
-            {"type": "synthesize-chunk", "data": {"text": "\x00"}},  # nothing to speak
+            {"type": "synthesize-chunk", "data": {"text": "... "}},  # a sentence with nothing to speak
+            {"type": "synthesize-chunk", "data": {"text": "Done. "}},
+            {"type": "synthesize-chunk", "data": {"text": "(…)"}},  # nothing to speak, last
             {"type": "synthesize-stop"},
-            {"type": "synthesize", "data": {"text": "Turn on the light."}},
+            {"type": "synthesize", "data": {"text": "Hello there."}},
+        )))
+    stream, events = io.BytesIO(answer), []
+    while (event := read_event(stream)) is not None:
+        events.append(event)
+    types = [e.type for e in events]
+    assert "error" not in types, [e.data for e in events if e.type == "error"]
+    stopped = types.index("synthesize-stopped")
+    first, after = types[:stopped], types[stopped + 1:]
+    for reply in (first, after):
+        assert reply[0] == "audio-start" and reply[-1] == "audio-stop" and set(reply[1:-1]) == {"audio-chunk"}, types
+    # "Done." was said too: more audio than "Hello there." alone
+    said, alone = _audio(events[:stopped])[0], _audio(events[stopped + 1:])[0]
+    assert len(said) > len(alone) + 0.2 * 22050 > 0.2 * 22050, (len(said), len(alone))
+
+
+@pytest.mark.shared
+def test_a_whole_synthesis_with_nothing_to_speak_is_an_empty_answer_not_an_error(daemon) -> None:
+    """Punctuation alone: a well-formed answer without audio, as a streamed one gets; empty text
+    stays an error (the request itself is wrong)."""
+    answer = _raw(daemon, b"".join(
+        (json.dumps(h) + "\n").encode() for h in (
+            {"type": "synthesize", "data": {"text": "... ( --"}},
+            {"type": "synthesize", "data": {"text": "   "}},
+            {"type": "describe"},
         )))
     stream, types = io.BytesIO(answer), []
     while (event := read_event(stream)) is not None:
         types.append(event.type)
-    assert "error" in types, types
-    after = types[types.index("error") + 1:]
-    assert after[0] == "audio-start" and after[-1] == "audio-stop" and set(after[1:-1]) == {"audio-chunk"}, types
+    assert types == ["audio-start", "audio-stop", "error", "info"], types
 
 
 async def _describe_types(daemon) -> list[str]:

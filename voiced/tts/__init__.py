@@ -15,7 +15,7 @@ via piper-phonemize, Piper ids), ``sentences`` (text checks, long-sentence cutti
 
 from voiced.tts.audio import AudioChunk, float_to_int16, wav_to_chunk
 from voiced.tts.config import PhonemeType, SynthesisOptions, VoiceConfig, VoiceSettings
-from voiced.tts.errors import TextError
+from voiced.tts.errors import NothingToSpeak, TextError
 from voiced.tts.playback import AlsaPlayer, PlaybackStream
 from voiced.tts.playconfig import PlaybackConfig, PlaybackOutcome, PlaybackResult, PlaybackStats
 from voiced.tts.requests import (
@@ -32,6 +32,7 @@ from voiced.tts.voice import PiperVoice, VoiceFiles
 __all__ = [
     "AlsaPlayer",
     "AudioChunk",
+    "NothingToSpeak",
     "PhonemeType",
     "PiperVoice",
     "PlaybackConfig",

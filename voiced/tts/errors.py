@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from voiced.errors import VoicedError
 
-__all__ = ["TextError"]
+__all__ = ["NothingToSpeak", "TextError"]
 
 
 class TextError(VoicedError):
     """The text is empty, too long, or has nothing speakable in it; the message says which."""
+
+
+class NothingToSpeak(TextError):
+    """The text is well formed but has nothing a voice can say (punctuation only): a streamed
+    reply may skip such a sentence instead of failing after its audio began."""

@@ -30,7 +30,7 @@ import numpy as np
 from voiced.errors import ModelError
 from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceConfig, VoiceSettings
-from voiced.tts.errors import TextError
+from voiced.tts.errors import NothingToSpeak
 from voiced.tts.model import ModelInputs, SplitModel, WholeModel, chunk_plan
 from voiced.tts.phonemes import Phonemizer, create_phonemizer, phonemes_to_ids
 from voiced.tts.sentences import Sentence, check_text, split_long
@@ -159,7 +159,8 @@ class PiperVoice:
         return self._phonemizer.phonemize(text)
 
     def sentences(self, text: str) -> list[Sentence]:
-        """``text`` as the sentences :meth:`synthesize` speaks; TextError if there is nothing to speak."""
+        """``text`` as the sentences :meth:`synthesize` speaks; TextError if it is empty or too long,
+        NothingToSpeak (a TextError) if no sentence of it has anything to say."""
         text = check_text(text, self.settings.max_text_chars)
         missing: Counter[str] = Counter()
         out: list[Sentence] = []
@@ -173,7 +174,7 @@ class PiperVoice:
             log.warning("phonemes missing from the voice's id map were skipped: %s",
                         ", ".join(f"{p!r}×{n}" for p, n in missing.most_common()))
         if not out:
-            raise TextError(f"nothing to speak in {text[:40]!r}")
+            raise NothingToSpeak(f"nothing to speak in {text[:40]!r}")
         return out
 
     # -- audio -----------------------------------------------------------------------------

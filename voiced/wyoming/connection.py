@@ -30,7 +30,7 @@ from wyoming.wake import NotDetected
 
 from voiced.errors import VoicedError
 from voiced.runtime.lograte import sparse_level
-from voiced.tts import PiperVoice
+from voiced.tts import NothingToSpeak, PiperVoice
 from voiced.tts.config import SynthesisOptions
 from voiced.tts.audio import AudioChunk
 from voiced.wyoming.framing import read_event, write_event
@@ -284,7 +284,13 @@ class Connection:
         voice = self._need_voice()
         try:
             for text in texts:
-                chunks: Iterator[AudioChunk] = voice.synthesize(text, self._options)  # lazy: the work is in next()
+                try:
+                    chunks: Iterator[AudioChunk] = voice.synthesize(text, self._options)  # lazy: the work is in next()
+                except NothingToSpeak:
+                    # an LLM's "Sure! ..." or "(": the rest of the answer is still said, and an answer
+                    # with nothing to say is a well-formed empty one (audio-start, audio-stop)
+                    log.debug("wyoming: nothing to speak in %r, skipped", text[:40])
+                    continue
                 while (chunk := await self.work(next, chunks, None)) is not None:
                     if not self._tts_started:
                         self._tts_started = True
@@ -298,7 +304,7 @@ class Connection:
                 self._tts_started = False
             raise
         if not stream or last:
-            if not self._tts_started:  # nothing to say (empty text): still a well-formed, empty answer
+            if not self._tts_started:  # nothing to say: still a well-formed, empty answer
                 await self.send(AudioStart(rate=voice.sample_rate, width=2, channels=1).event())
             await self.send(AudioStop().event())
             self._tts_started = False
