@@ -67,23 +67,51 @@ def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frame
     }
 
 
+def _timed(spent: dict[str, float], part: str, fn):
+    """``fn``, adding the CPU time of each call to ``spent[part]``."""
+    def call(*args, **kwargs):
+        c0 = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[part] += time.thread_time() - c0
+    return call
+
+
 def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int,
-                   per_window_cpu: list[float] | None = None) -> dict[str, float]:
+                   per_window_cpu: list[float] | None = None) -> dict[str, object]:
+    """``_stream_figures`` of voiced's recognizer, with ``cpu_split``: where its CPU time went (the
+    model's three networks, the features, and the search with its results around them)."""
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
 
     rec = Recognizer.load(model_dir, RecognizerConfig(threads=threads))
     stream = rec.create_stream()
+    networks = ("encoder", "decoder", "joiner")
+    spent = dict.fromkeys(("features", *networks, "decode"), 0.0)
+    model = rec.model  # the search calls these through the same object: timed on this instance only
+    for part in networks:
+        setattr(model, f"run_{part}", _timed(spent, part, getattr(model, f"run_{part}")))
+    accept = _timed(spent, "features", stream.accept_waveform)
 
-    def window(samples: np.ndarray) -> str:
-        stream.accept_waveform(samples)
+    def decode() -> str:
         rec.decode_all(stream)
         return stream.result.text
 
+    def window(samples: np.ndarray) -> str:
+        accept(samples)
+        return timed_decode()
+
     def finish() -> None:
-        rec.finish(stream)
+        timed_finish(stream)
         stream.reset()
 
-    return _stream_figures(window, finish, audio, window_frames, per_window_cpu)
+    timed_decode, timed_finish = _timed(spent, "decode", decode), _timed(spent, "decode", rec.finish)
+    figures: dict[str, object] = dict(_stream_figures(window, finish, audio, window_frames, per_window_cpu))
+    figures["cpu_split_s"] = {
+        **{part: round(spent[part], 3) for part in ("features", *networks)},
+        "search_and_results": round(spent["decode"] - sum(spent[part] for part in networks), 3),
+    }
+    return figures
 
 
 def _window_growth(model_dir: Path, threads: int, audio: np.ndarray, window_frames: int,
