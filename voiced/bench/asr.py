@@ -10,8 +10,9 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from voiced.audio.frames import SAMPLE_RATE, Windower
 from voiced.bench.common import installed_env, measure_process, read_samples
 
 __all__ = ["bench_asr", "bench_asr_long"]
+
+T = TypeVar("T")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -67,9 +70,9 @@ def _stream_figures(decode_window, finish, audio: list[np.ndarray], window_frame
     }
 
 
-def _timed(spent: dict[str, float], part: str, fn):
+def _timed(spent: dict[str, float], part: str, fn: Callable[..., T]) -> Callable[..., T]:
     """``fn``, adding the CPU time of each call to ``spent[part]``."""
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> T:
         c0 = time.thread_time()
         try:
             return fn(*args, **kwargs)
@@ -80,7 +83,7 @@ def _timed(spent: dict[str, float], part: str, fn):
 
 def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], window_frames: int,
                    per_window_cpu: list[float] | None = None) -> dict[str, object]:
-    """``_stream_figures`` of voiced's recognizer, with ``cpu_split``: where its CPU time went (the
+    """``_stream_figures`` of voiced's recognizer, with ``cpu_split_s``: where its CPU time went (the
     model's three networks, the features, and the search with its results around them)."""
     from voiced.asr.recognizer import Recognizer, RecognizerConfig
 
@@ -97,6 +100,8 @@ def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], windo
         rec.decode_all(stream)
         return stream.result.text
 
+    timed_decode, timed_finish = _timed(spent, "decode", decode), _timed(spent, "decode", rec.finish)
+
     def window(samples: np.ndarray) -> str:
         accept(samples)
         return timed_decode()
@@ -105,7 +110,6 @@ def _voiced_stream(model_dir: Path, threads: int, audio: list[np.ndarray], windo
         timed_finish(stream)
         stream.reset()
 
-    timed_decode, timed_finish = _timed(spent, "decode", decode), _timed(spent, "decode", rec.finish)
     figures: dict[str, object] = dict(_stream_figures(window, finish, audio, window_frames, per_window_cpu))
     figures["cpu_split_s"] = {
         **{part: round(spent[part], 3) for part in ("features", *networks)},
