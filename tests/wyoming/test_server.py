@@ -302,6 +302,19 @@ def _raw(daemon, data: bytes, half_close: bool = True) -> bytes:
         return answer
 
 
+def _headers(*events: dict) -> bytes:
+    """Events without payload, framed as the protocol sends them: one JSON line each."""
+    return b"".join((json.dumps(e) + "\n").encode() for e in events)
+
+
+def _answers(answer: bytes) -> list[Event]:
+    """What ``_raw`` got back, read with the wyoming library's own reader."""
+    stream, events = io.BytesIO(answer), []
+    while (event := read_event(stream)) is not None:
+        events.append(event)
+    return events
+
+
 @pytest.mark.shared
 def test_garbage_oversized_and_half_sent_events_cost_only_their_connection(daemon) -> None:
     counters = daemon.counters
@@ -314,16 +327,13 @@ def test_garbage_oversized_and_half_sent_events_cost_only_their_connection(daemo
     wait_until(lambda: counters.get("wyoming_malformed") >= before + 5, what="five malformed clients counted")
 
     # well framed, wrong data: an error event, and the connection still serves
-    answer = _raw(daemon, b"".join(
-        (json.dumps(h) + "\n").encode() for h in (
-            {"type": "audio-start", "data": {"rate": 16000, "width": 3, "channels": 1}},
-            {"type": "synthesize", "data": {"text": 42}},
-            {"type": "no-such-event"},
-            {"type": "describe"},
-        )))
-    stream, types = io.BytesIO(answer), []
-    while (event := read_event(stream)) is not None:  # the library's own reader
-        types.append(event.type)
+    answer = _raw(daemon, _headers(
+        {"type": "audio-start", "data": {"rate": 16000, "width": 3, "channels": 1}},
+        {"type": "synthesize", "data": {"text": 42}},
+        {"type": "no-such-event"},
+        {"type": "describe"},
+    ))
+    types = [e.type for e in _answers(answer)]
     assert types == ["error", "error", "info"]
 
     async def half_audio() -> None:  # audio, then gone without audio-stop
@@ -348,9 +358,7 @@ def test_a_client_that_sends_bad_events_without_end_is_answered_each_time_but_no
     with caplog.at_level(logging.DEBUG, logger="voiced.wyoming.connection"):
         answer = _raw(daemon, b"".join([b'{"type": "synthesize", "data": {"text": 42}}\n'] * 150
                                        + [b'{"type": "describe"}\n']))
-    stream, types = io.BytesIO(answer), []
-    while (event := read_event(stream)) is not None:
-        types.append(event.type)
+    types = [e.type for e in _answers(answer)]
     assert types == ["error"] * 150 + ["info"]
     assert counters.get("wyoming_bad_events") == before + 150
     said = [r for r in caplog.records if r.getMessage().startswith("wyoming: bad synthesize event")]
@@ -389,19 +397,16 @@ def test_a_streamed_reply_with_pieces_that_have_nothing_to_speak_is_said_whole_w
     Found by ``voiced bench fuzz``: such a last piece failed at synthesize-stop after the first
     sentence's audio had started (and the next synthesize then lacked its audio-start). The piece is
     skipped: the reply's other sentences are said, it ends well formed, and so does the next one."""
-    answer = _raw(daemon, b"".join(
-        (json.dumps(h) + "\n").encode() for h in (
-            {"type": "synthesize-start"},
-            {"type": "synthesize-chunk", "data": {"text": "Hello there. "}},
-            {"type": "synthesize-chunk", "data": {"text": "... "}},  # a sentence with nothing to speak
-            {"type": "synthesize-chunk", "data": {"text": "Done. "}},
-            {"type": "synthesize-chunk", "data": {"text": "(…)"}},  # nothing to speak, last
-            {"type": "synthesize-stop"},
-            {"type": "synthesize", "data": {"text": "Hello there."}},
-        )))
-    stream, events = io.BytesIO(answer), []
-    while (event := read_event(stream)) is not None:
-        events.append(event)
+    answer = _raw(daemon, _headers(
+        {"type": "synthesize-start"},
+        {"type": "synthesize-chunk", "data": {"text": "Hello there. "}},
+        {"type": "synthesize-chunk", "data": {"text": "... "}},  # a sentence with nothing to speak
+        {"type": "synthesize-chunk", "data": {"text": "Done. "}},
+        {"type": "synthesize-chunk", "data": {"text": "(…)"}},  # nothing to speak, last
+        {"type": "synthesize-stop"},
+        {"type": "synthesize", "data": {"text": "Hello there."}},
+    ))
+    events = _answers(answer)
     types = [e.type for e in events]
     assert "error" not in types, [e.data for e in events if e.type == "error"]
     stopped = types.index("synthesize-stopped")
@@ -417,15 +422,12 @@ def test_a_streamed_reply_with_pieces_that_have_nothing_to_speak_is_said_whole_w
 def test_a_whole_synthesis_with_nothing_to_speak_is_an_empty_answer_not_an_error(daemon) -> None:
     """Punctuation alone: a well-formed answer without audio, as a streamed one gets; empty text
     stays an error (the request itself is wrong)."""
-    answer = _raw(daemon, b"".join(
-        (json.dumps(h) + "\n").encode() for h in (
-            {"type": "synthesize", "data": {"text": "... ( --"}},
-            {"type": "synthesize", "data": {"text": "   "}},
-            {"type": "describe"},
-        )))
-    stream, types = io.BytesIO(answer), []
-    while (event := read_event(stream)) is not None:
-        types.append(event.type)
+    answer = _raw(daemon, _headers(
+        {"type": "synthesize", "data": {"text": "... ( --"}},
+        {"type": "synthesize", "data": {"text": "   "}},
+        {"type": "describe"},
+    ))
+    types = [e.type for e in _answers(answer)]
     assert types == ["audio-start", "audio-stop", "error", "info"], types
 
 
