@@ -84,6 +84,20 @@ def test_bad_text_fails_the_request_but_answers_it(voice: PiperVoice) -> None:
     assert rig.speaker.stats.failed == 1 and rig.speaker.stats.completed == 1
 
 
+def test_punctuation_only_completes_with_no_audio(voice: PiperVoice) -> None:
+    rig = Rig(voice, Device({16000: 16000}))
+    rig.speaker.start()
+    dots = rig.speaker.say("...", request_id="dots")
+    assert dots.wait(30) and dots.result is not None
+    assert dots.result.outcome is SpeechOutcome.COMPLETED and dots.result.error is None
+    assert dots.result.sentences == 0 and dots.result.played_frames == 0
+    ok = rig.speaker.say("Fine.", request_id="ok")
+    assert ok.wait(30) and ok.result is not None and ok.result.outcome is SpeechOutcome.COMPLETED
+    rig.speaker.close()
+    assert rig.events[0] == ("finished", "dots", SpeechOutcome.COMPLETED)  # nothing played: never muted for it
+    assert rig.speaker.stats.failed == 0 and rig.speaker.stats.completed == 2
+
+
 def test_interrupt_ends_the_current_and_the_queued_requests(voice: PiperVoice) -> None:
     gate = threading.Semaphore(0)
     rig = Rig(voice, Device({16000: 16000}, gate=gate))

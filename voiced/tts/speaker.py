@@ -17,7 +17,8 @@ the end of the reply, or the room's echo of it). Back-to-back requests keep it T
 
 ``on_finished(request)`` runs on the speak thread for every request, with
 ``request.result`` set: COMPLETED, INTERRUPTED (by :meth:`Speaker.interrupt` or
-shutdown), or FAILED with the error (empty or too-long text, device lost, …). The one
+shutdown), or FAILED with the error (empty or too-long text, device lost, …); text with
+nothing to say (punctuation only) is COMPLETED with no audio. The one
 exception: a request refused because ``max_pending`` are already waiting finishes FAILED
 at once, in the caller's thread. Callbacks must be quick; their exceptions are logged.
 """
@@ -35,6 +36,7 @@ from voiced.errors import ConfigError, VoicedError
 from voiced.runtime.affinity import name_current_thread, pin_current_thread
 from voiced.tts.audio import AudioChunk
 from voiced.tts.config import SynthesisOptions
+from voiced.tts.errors import NothingToSpeak
 from voiced.tts.playback import AlsaPlayer, PlaybackStream
 from voiced.tts.playconfig import PlaybackOutcome, PlaybackResult
 from voiced.tts.requests import (
@@ -241,6 +243,8 @@ class Speaker:
                     break
                 progress.audio_s += chunk.duration
                 progress.sentences += int(chunk.final and request.kind is RequestKind.SAY)
+        except NothingToSpeak as exc:  # punctuation only ("..."): well formed, answered as done with no audio
+            log.info("speech request %s: %s", request.id, exc)
         except VoicedError as exc:  # text, options, model, device: the request fails, the speaker goes on
             progress.error = str(exc)
             log.warning("speech request %s failed: %s", request.id, exc)
