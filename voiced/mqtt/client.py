@@ -189,8 +189,7 @@ class MqttClient:
             if info.rc != mqtt.MQTT_ERR_SUCCESS:
                 return False
             with self._cond:
-                if info.mid in self._early_acks:  # acknowledged before we recorded it
-                    self._early_acks.discard(info.mid)
+                if self._early_ack(info.mid):
                     self._counts["published"] += 1
                 else:
                     self._direct[info.mid] = True
@@ -319,13 +318,19 @@ class MqttClient:
                 return True
             with self._cond:
                 self._last_handed = m.id
-                acked = info.mid in self._early_acks
-                if acked:
-                    self._early_acks.discard(info.mid)
-                else:
+                acked = self._early_ack(info.mid)
+                if not acked:
                     self._inflight[info.mid] = m.id
         if acked:
             self._acknowledged(m.id)
+        return True
+
+    def _early_ack(self, mid: int) -> bool:
+        """Whether paho's ``mid`` was acknowledged before its sender recorded it (then forgotten:
+        the sender counts it now). Call holding ``_cond``."""
+        if mid not in self._early_acks:
+            return False
+        self._early_acks.discard(mid)
         return True
 
     def _acknowledged(self, outbox_id: int) -> None:
