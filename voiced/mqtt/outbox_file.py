@@ -50,6 +50,8 @@ _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''
 _COLUMNS = "id, topic, payload, qos, retain, created, boot_id, since_boot"
 READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, created"
 """What ``read_back`` takes: text read as bytes, so a damaged one cannot stop the read."""
+_READ_NAMES = ("id", "topic", "payload", "qos", "retain", "created")
+"""The columns of ``READ_COLUMNS``."""
 _LAST_ID = 2**63 - 1
 """SQLite's largest rowid."""
 _COMPANIONS = ("-wal", "-shm", "-journal")
@@ -132,9 +134,14 @@ def _salvage(aside: Path) -> list[tuple]:
         return []
     rows: list[tuple] = []
     try:
-        columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
-        boot = "CAST(boot_id AS BLOB), since_boot" if "boot_id" in columns else "'', 0"
-        select = f"SELECT {READ_COLUMNS}, {boot} FROM outbox WHERE id >= ? ORDER BY id"
+        # by position, not by name: a column whose name a bad byte changed still holds its values
+        names = ['"' + row[1].replace('"', '""') + '"' for row in db.execute("PRAGMA table_info(outbox)")]
+        if len(names) not in (6, 8):  # 6: written before messages carried their boot
+            return []
+        key, topic, payload, qos, retain, created = names[:6]
+        boot = f"CAST({names[6]} AS BLOB), {names[7]}" if len(names) == 8 else "'', 0"
+        select = (f"SELECT {key}, CAST({topic} AS BLOB), CAST({payload} AS BLOB), {qos}, {retain}, {created}, {boot}"
+                  f" FROM outbox WHERE {key} >= ? ORDER BY {key}")
 
         def readable(message_id: int) -> bool:  # the first message from this id on, as the loop reads it
             try:
@@ -167,6 +174,11 @@ def _salvage(aside: Path) -> list[tuple]:
     finally:
         db.close()
     return rows
+
+
+def _missing(columns: set[str]) -> list[str]:
+    """The columns messages are read with that a table of ``columns`` lacks."""
+    return [c for c in _READ_NAMES if c not in columns]
 
 
 def _text(value: object) -> str:
@@ -258,6 +270,9 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
             raise sqlite3.DatabaseError(f"quick_check: {'; '.join(problems[:3])}")
         db.execute(_SCHEMA)
         columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+        if lost := _missing(columns):
+            # a column name changed by a bad byte is valid SQL to SQLite's check: every read would fail
+            raise sqlite3.DatabaseError(f"the outbox table has no column {', '.join(lost)}: its schema is damaged")
         if "boot_id" not in columns:
             for statement in _BOOT_COLUMNS:
                 db.execute(statement)
