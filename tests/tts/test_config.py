@@ -125,6 +125,7 @@ def test_synthesis_options_validation(kwargs: dict[str, Any], key: str) -> None:
 @pytest.mark.parametrize(("kwargs", "key"), [
     ({"chunk_frames": 0}, "chunk_frames"), ({"chunk_padding": -1}, "chunk_padding"),
     ({"max_text_chars": 0}, "max_text_chars"), ({"max_sentence_phonemes": 2}, "max_sentence_phonemes"),
+    ({"release_after_phonemes": -1}, "release_after_phonemes"),
     ({"session": 1}, "session"),
 ])
 def test_voice_settings_validation(kwargs: dict[str, Any], key: str) -> None:

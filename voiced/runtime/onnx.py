@@ -13,7 +13,7 @@ from voiced.runtime.graph_cache import GraphCache
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["SessionOptions", "create_session"]
+__all__ = ["SessionOptions", "create_session", "releasing_run"]
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +109,14 @@ def _load_cached(ort, path: Path, so: ort.SessionOptions, cache: GraphCache) -> 
     if temp.is_file():
         cache.commit(temp, entry)
     return session
+
+
+def releasing_run() -> ort.RunOptions:
+    """Run options under which ONNX Runtime gives its CPU arena's unused memory back at the end of
+    the run: for a rare input far larger than the usual ones, whose arena growth would otherwise be
+    kept for the life of the process."""
+    import onnxruntime as ort
+
+    run = ort.RunOptions()
+    run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return run

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, create_session
+from voiced.runtime.onnx import SessionOptions, create_session, releasing_run
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -84,9 +84,10 @@ def _synth_inputs(multi_speaker: bool) -> dict[str, tuple[str, int]]:
     return {**_SYNTH_INPUTS, "sid": _SID} if multi_speaker else dict(_SYNTH_INPUTS)
 
 
-def _run(session: ort.InferenceSession, path: Path, outputs: list[str] | None, feed: dict[str, Any]) -> list[Any]:
+def _run(session: ort.InferenceSession, path: Path, outputs: list[str] | None, feed: dict[str, Any],
+         run_options: ort.RunOptions | None = None) -> list[Any]:
     try:
-        return session.run(outputs, feed)
+        return session.run(outputs, feed, run_options)
     except Exception as exc:  # onnxruntime raises several unrelated types
         raise ModelError(f"{path}: inference failed: {exc}") from exc
 
@@ -111,6 +112,7 @@ class WholeModel:
         self._session = session
         self.path = path
         self._output = session.get_outputs()[0].name
+        self._releasing = releasing_run()
 
     @classmethod
     def load(cls, path: str | Path, multi_speaker: bool, options: SessionOptions) -> WholeModel:
@@ -119,9 +121,11 @@ class WholeModel:
         _check_io(session, path, _synth_inputs(multi_speaker), ())
         return cls(session, path)
 
-    def run(self, inputs: ModelInputs) -> np.ndarray:
-        """Float audio of one sentence, 1-D."""
-        return _audio(_run(self._session, self.path, [self._output], inputs.feed())[0], self.path)
+    def run(self, inputs: ModelInputs, release: bool = False) -> np.ndarray:
+        """Float audio of one sentence, 1-D. ``release``: give the memory this sentence made ONNX
+        Runtime's arena grow by back afterwards (a sentence far longer than usual)."""
+        run_options = self._releasing if release else None
+        return _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,9 @@ class PiperVoice:
             inputs = ModelInputs.build(sentence.ids, r.noise_scale, r.length_scale, r.noise_w, r.sid)
             silence = r.silence_samples if sentence.index < len(sentences) - 1 else 0
             if isinstance(model, WholeModel):
-                yield self._chunk(float_to_int16(model.run(inputs), volume=r.volume), sentence, True, silence)
+                limit = self.settings.release_after_phonemes
+                audio = model.run(inputs, release=0 < limit < len(sentence.phonemes))
+                yield self._chunk(float_to_int16(audio, volume=r.volume), sentence, True, silence)
                 continue
             encoded = model.encode(inputs)
             plan = chunk_plan(encoded.frames, self.settings.chunk_frames, self.settings.chunk_padding)

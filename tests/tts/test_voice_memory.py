@@ -1,0 +1,53 @@
+"""A sentence far longer than usual does not keep the daemon's memory grown (the real joe voice).
+
+ONNX Runtime's CPU arena keeps what it grew by for the life of the process: one long run-on
+sentence (an LLM's answer, a fuzzed Wyoming request) left the voice at twice its usual RSS.
+Above ``VoiceSettings.release_after_phonemes`` the arena gives it back after the sentence.
+Measured in a child process of its own, so nothing else this test run does moves its RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.tts.test_real_voice import joe_voice_path
+
+_CHILD = r"""
+import json, sys
+import numpy as np
+from voiced.tts import PiperVoice
+from voiced.tts.config import SynthesisOptions, VoiceSettings
+
+def mb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) / 1024
+
+quiet = SynthesisOptions(noise_scale=0.0, noise_w=0.0)
+long = " and ".join(["the kettle in the kitchen is on"] * 10) + "."
+out = {}
+for limit in (150, 0):  # released first: the arena then starts from the usual sentences' size both times
+    voice = PiperVoice.load(sys.argv[1], settings=VoiceSettings(release_after_phonemes=limit))
+    for _ in range(3):
+        list(voice.synthesize("Turn on the light in the hall, please.", quiet))
+    before = mb("VmRSS")
+    [chunk] = voice.synthesize(long, quiet)
+    out[str(limit)] = {"peak": mb("VmHWM"), "phonemes": len(voice.sentences(long)[0].phonemes), "before": before,
+                       "after": mb("VmRSS"), "samples": chunk.samples.tolist()}
+    del voice
+print(json.dumps(out))
+"""
+
+
+def test_a_long_sentence_gives_the_arena_memory_back_and_sounds_the_same() -> None:
+    path = joe_voice_path()
+    run = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout)
+    released, kept = out["150"], out["0"]
+    assert 150 < released["phonemes"] <= 400  # one sentence, long enough to be released
+    assert kept["after"] - kept["before"] > 60  # the arena does grow for it and keeps it...
+    assert released["after"] - released["before"] < 20  # ...unless it is given back
+    assert released["samples"] == kept["samples"]  # the same audio either way
