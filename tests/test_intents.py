@@ -142,6 +142,11 @@ def test_a_directory_loads_its_yaml_files(tmp_path: Path) -> None:
         ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn (on']\n", "does not parse"),
         ("language: en\nintents:\n  X:\n    data: nope\n", "needs a list under 'data'"),
         ("language: en\nintents:\n  X:\n    data:\n      - sentences: [3]\n", "must be text"),
+        # found by fuzzing (seed 15): a list value is a template to hassil, and its ParseError escaped
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn on {name}']\n"
+         "lists:\n  name:\n    values: ['k(tchen light']\n", "template 'k(tchen light' does not parse"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn on {name}']\n"
+         "lists:\n  name:\n    values: [{in: 'k(tchen', out: k}]\n", "lists.name.values[0]"),
     ],
 )
 def test_bad_files_are_config_errors_naming_the_file(tmp_path: Path, content: str, fragment: str) -> None:
@@ -167,6 +172,19 @@ def test_missing_files_and_rules(tmp_path: Path) -> None:
     nolang.write_text("intents: {}\n")
     with pytest.raises(ConfigError, match="language"):
         IntentRecognizer.load([nolang])
+
+
+def test_a_config_list_value_that_does_not_parse_is_a_config_error(tmp_path: Path) -> None:
+    """Found by fuzzing (seed 15): [intents.lists] values are templates to hassil; a stray "(" raised
+    hassil's ParseError out of the config load."""
+    from voiced.intentconfig import IntentsSection, SlotLists
+
+    templates = tmp_path / "on.yaml"
+    templates.write_text("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn on {name}']\n")
+    lists = SlotLists.from_config({"name": ["k(tchen light"]}, "intents.lists", "voiced.toml")
+    section = IntentsSection(templates=(str(templates),), lists=lists)
+    with pytest.raises(ConfigError, match="malformed templates.*k\\(tchen light"):
+        IntentRecognizer.from_section(section, "voiced.toml")
 
 
 def test_an_empty_recognizer_recognizes_nothing_and_boosts_nothing() -> None:

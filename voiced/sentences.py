@@ -119,6 +119,7 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
     Raises ConfigError for templates hassil cannot take (an undefined rule, a bad list).
     """
     from hassil import Intents
+    from hassil.parser import ParseError
 
     data = sentences.data
     where = ", ".join(map(str, sentences.files)) or sentences.source
@@ -140,7 +141,8 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
             intents = Intents.from_dict(data)
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.problem, where) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ParseError, AssertionError, IndexError) as exc:
+        # a list value from the config is parsed as a template here first ("k(tchen light")
         raise ConfigError("intents", f"malformed templates: {exc!r}", where) from None
     _literal_lists(intents, data, sentences.literal_lists)
     _names_by_domain(intents)
@@ -250,6 +252,12 @@ def read_template_file(path: Path) -> dict[str, Any]:
             if not isinstance(sentences, list):
                 raise ConfigError(f"intents.{name}.data[{i}]", "needs a list under 'sentences'", source)
             templates += [(f"intents.{name}.data[{i}].sentences", s) for s in sentences]
+    for name, body in data.get("lists", {}).items():  # a value's "in" text is a template to hassil too
+        values = body.get("values") if isinstance(body, dict) else None
+        for i, value in enumerate(values if isinstance(values, list) else []):
+            text = value.get("in") if isinstance(value, dict) else value
+            if isinstance(text, str):
+                templates.append((f"lists.{name}.values[{i}]", text))
     for key, template in templates:
         if not isinstance(template, str):
             raise ConfigError(key, f"must be text, got {template!r}", source)
