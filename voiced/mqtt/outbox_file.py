@@ -47,11 +47,13 @@ CREATE TABLE IF NOT EXISTS outbox (
 _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
                  "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
 """An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
-_COLUMNS = "id, topic, payload, qos, retain, created, boot_id, since_boot"
+_READ_NAMES = ("id", "topic", "payload", "qos", "retain", "created")
+"""The columns of ``READ_COLUMNS``, in the table's order: an outbox from before messages carried their boot."""
+_ALL_NAMES = (*_READ_NAMES, "boot_id", "since_boot")
+"""The table's columns today, in order."""
+_COLUMNS = ", ".join(_ALL_NAMES)
 READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, created"
 """What ``read_back`` takes: text read as bytes, so a damaged one cannot stop the read."""
-_READ_NAMES = ("id", "topic", "payload", "qos", "retain", "created")
-"""The columns of ``READ_COLUMNS``."""
 _LAST_ID = 2**63 - 1
 """SQLite's largest rowid."""
 _COMPANIONS = ("-wal", "-shm", "-journal")
@@ -118,6 +120,8 @@ def damaged(exc: BaseException) -> bool:
     the disk, permissions or another process)."""
     if isinstance(exc, UnicodeDecodeError) or "Could not decode to UTF-8" in str(exc):
         return True  # its schema's text damaged
+    if "unsupported file format" in str(exc):
+        return True  # the header's schema format number damaged (only SQLite's own 1-4 are read)
     name = getattr(exc, "sqlite_errorname", None) or ""
     # a bare DatabaseError: what quick_check found (raised by _open)
     return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or type(exc) is sqlite3.DatabaseError
@@ -154,6 +158,8 @@ def _salvage(aside: Path) -> list[tuple]:
         while after <= _LAST_ID:
             try:
                 for row in db.execute(select, (after,)):
+                    if not isinstance(row[0], int) or row[0] < after:
+                        continue  # an id damaged out of order (a page cut short reads as 0s): on, not back
                     fields = read_back(row[:6])
                     if fields is not None:  # a row damaged past use is left behind
                         boot_id, since_boot = row[6:]
@@ -174,11 +180,6 @@ def _salvage(aside: Path) -> list[tuple]:
     finally:
         db.close()
     return rows
-
-
-def _missing(columns: set[str]) -> list[str]:
-    """The columns messages are read with that a table of ``columns`` lacks."""
-    return [c for c in _READ_NAMES if c not in columns]
 
 
 def _text(value: object) -> str:
@@ -269,13 +270,13 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
         if problems != ["ok"]:
             raise sqlite3.DatabaseError(f"quick_check: {'; '.join(problems[:3])}")
         db.execute(_SCHEMA)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
-        if lost := _missing(columns):
-            # a column name changed by a bad byte is valid SQL to SQLite's check: every read would fail
-            raise sqlite3.DatabaseError(f"the outbox table has no column {', '.join(lost)}: its schema is damaged")
-        if "boot_id" not in columns:
+        columns = tuple(row[1] for row in db.execute("PRAGMA table_info(outbox)"))
+        if columns == _READ_NAMES:  # written before messages carried their boot
             for statement in _BOOT_COLUMNS:
                 db.execute(statement)
+        elif columns != _ALL_NAMES:
+            # a column name changed by a bad byte is valid SQL to SQLite's check: every read would fail
+            raise sqlite3.DatabaseError(f"the outbox table's columns are {', '.join(columns)}: its schema is damaged")
     except BaseException:
         db.close()
         raise
