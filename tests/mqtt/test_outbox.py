@@ -284,6 +284,20 @@ def test_an_outbox_that_goes_bad_while_open_is_set_aside_and_delivery_goes_on(tm
         assert box.append("t", b"after") == ids[-1] + 1
 
 
+def test_an_outbox_whose_sequence_table_lost_a_column_name_is_set_aside(tmp_path: Path) -> None:
+    """Found by fuzzing (seed 21): sqlite_sequence's "name" changed by one byte made reading the last
+    id given ("no such column: name") a ConfigError that stopped the start."""
+    with open_outbox(tmp_path) as box:
+        box.append("t", b"x")
+    path = tmp_path / "state" / "outbox.sqlite"
+    data = path.read_bytes()
+    at = data.index(b"sqlite_sequence(name,seq)") + len("sqlite_sequence(")
+    path.write_bytes(data[:at] + b"q" + data[at + 1:])
+    with open_outbox(tmp_path) as box:
+        assert box.set_aside is not None
+        assert box.append("t", b"y") == 2 and drain(box) == [b"x", b"y"]  # ids go on from the old ones
+
+
 def test_an_outbox_whose_schema_format_number_is_damaged_is_set_aside(tmp_path: Path) -> None:
     """Found by fuzzing (seed 17): the header's schema format number (bytes 44-47, 1-4) damaged made
     SQLite answer "unsupported file format", which was taken for a path that cannot be opened and

@@ -52,6 +52,8 @@ _READ_NAMES = ("id", "topic", "payload", "qos", "retain", "created")
 _ALL_NAMES = (*_READ_NAMES, "boot_id", "since_boot")
 """The table's columns today, in order."""
 _COLUMNS = ", ".join(_ALL_NAMES)
+_SEQUENCE_NAMES = ("name", "seq")
+"""The columns of SQLite's own sqlite_sequence (AUTOINCREMENT's last ids), which ``take_up`` reads."""
 READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, created"
 """What ``read_back`` takes: text read as bytes, so a damaged one cannot stop the read."""
 _LAST_ID = 2**63 - 1
@@ -277,6 +279,9 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
         elif columns != _ALL_NAMES:
             # a column name changed by a bad byte is valid SQL to SQLite's check: every read would fail
             raise sqlite3.DatabaseError(f"the outbox table's columns are {', '.join(columns)}: its schema is damaged")
+        sequence = tuple(row[1] for row in db.execute("PRAGMA table_info(sqlite_sequence)"))
+        if sequence not in ((), _SEQUENCE_NAMES):  # () before the first message
+            raise sqlite3.DatabaseError(f"sqlite_sequence's columns are {', '.join(sequence)}: its schema is damaged")
     except BaseException:
         db.close()
         raise
