@@ -71,8 +71,9 @@ class WhisperConfig:
     WPE); None: the audio as heard, features bit for bit sherpa-onnx's."""
     release_after_s: float = 10.0
     """After encoding more speech than this (seconds), ONNX Runtime's arena gives back what it grew
-    by for it: otherwise one 29-s utterance keeps ~120 MB more RSS for good (tiny.en INT8: 306 ->
-    426 MB; released 295 MB), for a little more CPU on such utterances only. 0: never."""
+    by for it: otherwise a long utterance keeps its memory for good (tiny.en INT8, a 44-s reading
+    in pieces of ~30 and ~14 s: +112 MB RSS kept, +18 MB released), for ~2 % more CPU on such
+    utterances only. 0: never."""
 
     def __post_init__(self) -> None:
         if self.tail_padding_frames < 0:
