@@ -62,7 +62,7 @@ def test_a_wav_claiming_65535_channels_is_refused(tmp_path) -> None:
 def test_text_with_control_characters_is_spoken_not_a_crash_of_the_speak_stage() -> None:
     # a NUL in hermes/tts/say text raised ValueError inside espeak-ng's bridge and restarted the
     # speak stage (found by the MQTT fuzzer); control characters and lone surrogates now read as spaces
-    from tests.tts.test_real_voice import joe_voice_path
+    from tests.tts.joe import joe_voice_path
     from voiced.tts import PiperVoice
 
     voice = PiperVoice.load(joe_voice_path())
@@ -74,7 +74,7 @@ def test_a_piper_voice_keeps_no_memory_plan_per_sentence_length() -> None:
     # the MQTT fuzzer saw the daemon's RSS step up as tts/say texts of new lengths arrived:
     # ONNX Runtime's memory pattern keeps a plan per input shape (600 sentences: 439 MB RSS, 358 MB
     # without, same CPU); the voice's sessions now run without it, other models keep it
-    from tests.tts.test_real_voice import joe_voice_path
+    from tests.tts.joe import joe_voice_path
     from voiced.tts import PiperVoice
 
     voice = PiperVoice.load(joe_voice_path())

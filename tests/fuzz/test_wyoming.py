@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.mqtt.conftest import MOSQUITTO
-from tests.tts.test_real_voice import joe_voice_path
+from tests.tts.joe import joe_voice_path
 from voiced.bench.fuzz_wyoming import WyomingFuzz, fuzz_wyoming
 
 

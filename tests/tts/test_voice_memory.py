@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-from tests.tts.test_real_voice import joe_voice_path
+from tests.tts.joe import joe_voice_path
 
 _CHILD = r"""
 import json, sys

@@ -32,7 +32,7 @@ from tests.mqtt.test_voice_daemon import REPO, Room
 from tests.mqtt.test_whisper_daemon import _spoken
 from tests.support import free_port
 from tests.tts.test_playback import playback_pcm
-from tests.tts.test_real_voice import joe_voice_path
+from tests.tts.joe import joe_voice_path
 from voiced.audio.wav import read_wav
 
 COMMAND = "Turn on the kitchen light."

@@ -30,7 +30,7 @@ from wyoming.wake import Detect
 from tests.mqtt.conftest import Broker
 from tests.mqtt.test_daemon import query
 from tests.support import free_port, wait_until
-from tests.tts.test_real_voice import joe_voice_path
+from tests.tts.joe import joe_voice_path
 from voiced.audio.wav import read_wav
 from voiced.cli import main as voiced_main
 from voiced.config import Config
