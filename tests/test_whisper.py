@@ -238,15 +238,13 @@ def test_sessions_keep_no_memory_plan_per_utterance_length(whisper_model_dir) ->
 
 
 _RELEASE_CHILD = r"""
-import json, sys
-import numpy as np
+import json, os, sys
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.audio.wav import read_wav
+from voiced.bench.common import proc_rss_mb
 
 def mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) / 1024
+    return proc_rss_mb(os.getpid())
 
 model, short, long = sys.argv[1:]
 out = {}

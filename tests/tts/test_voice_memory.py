@@ -15,15 +15,13 @@ import sys
 from tests.tts.joe import joe_voice_path
 
 _CHILD = r"""
-import json, sys
-import numpy as np
+import json, os, sys
+from voiced.bench.common import proc_rss_mb
 from voiced.tts import PiperVoice
 from voiced.tts.config import SynthesisOptions, VoiceSettings
 
-def mb(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) / 1024
+def mb():
+    return proc_rss_mb(os.getpid())
 
 quiet = SynthesisOptions(noise_scale=0.0, noise_w=0.0)
 long = " and ".join(["the kettle in the kitchen is on"] * 10) + "."
@@ -32,10 +30,10 @@ for limit in (150, 0):  # released first: the arena then starts from the usual s
     voice = PiperVoice.load(sys.argv[1], settings=VoiceSettings(release_after_phonemes=limit))
     for _ in range(3):
         list(voice.synthesize("Turn on the light in the hall, please.", quiet))
-    before = mb("VmRSS")
+    before = mb()
     [chunk] = voice.synthesize(long, quiet)
-    out[str(limit)] = {"peak": mb("VmHWM"), "phonemes": len(voice.sentences(long)[0].phonemes), "before": before,
-                       "after": mb("VmRSS"), "samples": chunk.samples.tolist()}
+    out[str(limit)] = {"phonemes": len(voice.sentences(long)[0].phonemes), "before": before,
+                       "after": mb(), "samples": chunk.samples.tolist()}
     del voice
 print(json.dumps(out))
 """

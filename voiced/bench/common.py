@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "cpu_model", "free_port", "installed_env", "machine", "measure_process", "median", "percentile", "proc_cpu_seconds", "proc_peak_rss_mb",
+    "proc_rss_mb",
     "read_samples", "stats", "time_calls",
 ]
 
@@ -102,6 +103,12 @@ def proc_cpu_seconds(pid: int) -> float:
     """user + system CPU seconds of a live process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_rss_mb(pid: int) -> float:
+    """The resident set (VmRSS) of a live process now, in MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024
 
 
 def proc_peak_rss_mb(pid: int | None) -> float | None:

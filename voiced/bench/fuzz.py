@@ -25,11 +25,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from voiced.bench.common import proc_rss_mb
 from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
 from voiced.bench.fuzz_files import Outcome
 
 __all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "FuzzPart", "FuzzedDaemon", "bench_fuzz", "concrete", "daemon_subscriptions",
-           "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads", "rss_mb"]
+           "file_cases", "fuzz_files", "fuzz_mqtt", "mqtt_payloads"]
 
 # -- strategies ----------------------------------------------------------------------------------
 
@@ -94,12 +95,6 @@ def _matches(topic_filter: str, topic: str) -> bool:
 
 
 # -- the daemon under fuzz ------------------------------------------------------------------------
-
-
-def rss_mb(pid: int) -> float:
-    """The resident set of process ``pid`` now, in MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024
 
 
 DAEMON_CLIENT_ID = "fuzz-daemon"
@@ -199,7 +194,7 @@ device = "null"
             return self.stats
 
     def rss_mb(self) -> float:
-        return rss_mb(self.proc.pid)
+        return proc_rss_mb(self.proc.pid)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from voiced.bench.common import proc_rss_mb
 from voiced.bench.fuzz_cases import CASE_TIMEOUT_S, FILE_KINDS
 from voiced.bench.fuzz_files import Outcome, Tally
 
@@ -33,10 +34,7 @@ _WATCHDOG_S = CASE_TIMEOUT_S * 2 + 30
 
 
 def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(proc_rss_mb(os.getpid()), 1)
 
 
 def fuzz_files_isolated(kind: str, n: int, workdir: Path, run_seed: int, speech: Path | None,
