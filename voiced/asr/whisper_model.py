@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, create_session, releasing_run
+from voiced.runtime.onnx import SessionOptions, create_session, releasing_run, trim_heap
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -211,6 +211,8 @@ class WhisperModel:
         outs = self.encoder.run_with_ort_values(
             ["n_layer_cross_k", "n_layer_cross_v"], {"mel": ort.OrtValue.ortvalue_from_numpy(x)},
             self._releasing if release else None)
+        if release:
+            trim_heap()
         return outs[0], outs[1]
 
     def detect_language(self, cross_k: ort.OrtValue, cross_v: ort.OrtValue) -> int:

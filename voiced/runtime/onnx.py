@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +16,7 @@ from voiced.runtime.graph_cache import GraphCache
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["SessionOptions", "create_session", "releasing_run"]
+__all__ = ["SessionOptions", "create_session", "releasing_run", "trim_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -120,3 +123,23 @@ def releasing_run() -> ort.RunOptions:
     run = ort.RunOptions()
     run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return run
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (AttributeError, OSError):  # not glibc (musl has no malloc_trim): nothing to do
+        return None
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``), after a releasing run.
+
+    What an arena gives back is only free()d: once glibc has raised its mmap threshold (it does
+    after the first large block is freed) big blocks come from the heap, and their pages stay in
+    RSS between live blocks. The joe voice, two sentences at a time, each released: +39 to +89 MB
+    over 36 sentences without this, -2 to +16 MB with it, for no measurable CPU."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

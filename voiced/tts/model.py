@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, create_session, releasing_run
+from voiced.runtime.onnx import SessionOptions, create_session, releasing_run, trim_heap
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -125,7 +125,10 @@ class WholeModel:
         """Float audio of one sentence, 1-D. ``release``: give the memory this sentence made ONNX
         Runtime's arena grow by back afterwards (a sentence far longer than usual)."""
         run_options = self._releasing if release else None
-        return _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
+        audio = _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
+        if release:
+            trim_heap()
+        return audio
 
 
 @dataclass(frozen=True)
