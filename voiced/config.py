@@ -241,6 +241,10 @@ class TtsSection:
     """Variation of the voice; 0 makes speech repeatable sample for sample. Unset: the voice's default."""
     noise_w: float | None = None
     """Variation of phoneme durations; 0 with ``noise_scale = 0``: repeatable speech. Unset: the voice's default."""
+    release_after_phonemes: int = 150
+    """After a sentence of more phonemes than this, ONNX Runtime's arena gives back what it grew by
+    for it (``VoiceSettings.release_after_phonemes``); 1: after every sentence (RSS level, more CPU);
+    0: never."""
 
     def __post_init__(self) -> None:
         self.options  # noqa: B018 - SynthesisOptions checks the three scales and names the bad one
@@ -250,6 +254,8 @@ class TtsSection:
             raise ConfigError("tail_ms", f"must be within 0..10000, got {self.tail_ms}")
         if self.max_pending < 1:
             raise ConfigError("max_pending", f"must be >= 1, got {self.max_pending}")
+        if self.release_after_phonemes < 0:
+            raise ConfigError("release_after_phonemes", f"must be >= 0, got {self.release_after_phonemes}")
 
 
     @property

@@ -11,8 +11,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.tts.joe import joe_voice_path
+from voiced.config import Config
+from voiced.core.models import Models
+from voiced.errors import ConfigError
+from voiced.runtime.hardware import select_profile
+from voiced.stages import Counters
 
 _CHILD = r"""
 import json, os, sys
@@ -91,3 +99,14 @@ def test_sentences_released_two_at_a_time_leave_rss_level() -> None:
     out = json.loads(run.stdout)
     assert max(out["after"]) - out["before"] < 30, out
 
+
+def test_the_config_key_reaches_the_daemons_voice(tmp_path: Path) -> None:
+    """``[tts] release_after_phonemes``: what the daemon's voice is loaded with (a bad value names the key)."""
+    for value in (1, 150):
+        config = Config.from_dict({"tts": {"voice": str(joe_voice_path()), "release_after_phonemes": value},
+                                   "daemon": {"state_dir": str(tmp_path / "state")}})
+        loaded = Models.load(config, select_profile(config.hardware.profile), Counters())
+        assert loaded.voice is not None and loaded.voice.settings.release_after_phonemes == value
+        loaded.close()
+    with pytest.raises(ConfigError, match="tts.release_after_phonemes"):
+        Config.from_dict({"tts": {"release_after_phonemes": -1}})

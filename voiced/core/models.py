@@ -91,7 +91,8 @@ class Models:
                 WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
         if cfg.tts.voice is not None:
             m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
-                session=profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars))
+                session=profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
+                release_after_phonemes=cfg.tts.release_after_phonemes))
         m.warm_up()
         return m
 
