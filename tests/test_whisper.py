@@ -263,8 +263,8 @@ print(json.dumps(out))
 def test_a_long_utterance_gives_the_arena_memory_back_and_decodes_the_same(whisper_int8_dir, shared) -> None:
     """ONNX Runtime's arena keeps what it grew by for a long utterance for the life of the process;
     past ``release_after_s`` of speech it gives it back. A child process of its own: nothing else
-    this test run does moves its RSS. (INT8, what ships: 301 -> 413 MB kept, 273 -> 291 MB released;
-    FP32 gives back less, 135 -> 57 MB of growth, the rest outside the encoder's arena.)"""
+    this test run does moves its RSS. (INT8, what ships: 292 -> 413 MB kept, 273 -> 274 MB released;
+    +18 MB released before ``trim_heap`` handed glibc's free pages back too. FP32: +134 kept, +25 released.)"""
     short = shared / "speech" / "hifitts_6097_5min" / "audio" / "roots_19_morris_0269.wav"
     long = shared / "speech" / "misc_en" / "two_cities_16k.wav"  # 44 s: pieces of ~30 and ~14 s
     run = subprocess.run([sys.executable, "-c", _RELEASE_CHILD, str(whisper_int8_dir), str(short), str(long)],
@@ -273,7 +273,7 @@ def test_a_long_utterance_gives_the_arena_memory_back_and_decodes_the_same(whisp
     out = json.loads(run.stdout)
     released, kept = out["10.0"], out["0.0"]
     assert kept["after"] - kept["before"] > 60  # the arena grows for the long pieces and keeps it...
-    assert released["after"] - released["before"] < 35  # ...unless it is given back
+    assert released["after"] - released["before"] < 10  # ...unless it is given back, to the system
     assert released["text"] == kept["text"] and "superlative degree of comparison" in kept["text"]
 
 
