@@ -32,9 +32,10 @@ def test_generated_clients_are_served_dropped_and_counted_and_the_daemon_still_a
     assert figures["transcript_correct"], figures["transcript"]  # real speech, after all that
     assert figures["log_errors"] == [], figures["log_errors"]
     # RSS across the second pass of the same clients: the warm-up ran the models two at once (as many as the
-    # daemon's workers) and the first pass brought every input shape, so arenas are grown; what grows now is
-    # kept (seen: +0 to +4 MB over ~285 clients; across the first pass +3 to +11, and +20 to +50 with no
-    # concurrent warm-up, as one arena doubles when two transcriptions first overlap)
+    # daemon's workers), the first pass brought every input shape, and every Piper sentence gives its arena
+    # memory back (WyomingFuzz.release_after_phonemes), so what grows now is kept. Seen under `pytest -n 2`:
+    # -0.5 to +3.3 MB (4 runs); with Piper's arena kept instead, +1 to +27 (3 of 5 runs over the bound), as two
+    # syntheses overlapping in a new way grew it
     start, end = figures["daemon_rss_mb_repeat"]
     print(f"daemon RSS MB: {figures['daemon_rss_mb_before']} -> {figures['daemon_rss_mb_samples']}, second pass "
           f"{start} -> {end}, after the checks {figures['daemon_rss_mb_after']}")

@@ -218,6 +218,10 @@ class WyomingFuzz:
     """The daemon's [wyoming] max_audio_s: keeps each generated transcription short."""
     workers: int = 2
     """The daemon's [wyoming] workers: how many requests run the models at once (the warm-up sends that many)."""
+    release_after_phonemes: int = 1
+    """The daemon's [tts] release_after_phonemes. Every sentence gives its memory back by default here:
+    two syntheses at once of new lengths grow Piper's arena by what their overlap needs, which the
+    timing decides (bounded, yet +20 to +90 MB in a pass under load), and that would hide a leak."""
     rss_samples: int = 5
     repeat: bool = False
     """Send the generated batches again, the same cases in the same order, with RSS taken across that pass
@@ -341,7 +345,8 @@ def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
                 f'[wyoming]\nuri = "tcp://127.0.0.1:{port}"\nzeroconf = false\nmax_clients = {o.max_clients}\n'
                 f'read_timeout_s = {o.read_timeout_s}\nmax_audio_s = {o.max_audio_s}\nworkers = {o.workers}\n')
     if o.voice is not None:
-        sections += f'[tts]\nvoice = "{o.voice.resolve()}"\nmax_text_chars = 200\n'
+        sections += (f'[tts]\nvoice = "{o.voice.resolve()}"\nmax_text_chars = 200\n'
+                     f'release_after_phonemes = {o.release_after_phonemes}\n')
     if o.models is not None:
         sections += f'[wake]\ndirectory = "{(o.models / "openwakeword").resolve()}"\nmodels = ["alexa_v0.1"]\n'
     tally = _Tally()
