@@ -241,10 +241,10 @@ class TtsSection:
     """Variation of the voice; 0 makes speech repeatable sample for sample. Unset: the voice's default."""
     noise_w: float | None = None
     """Variation of phoneme durations; 0 with ``noise_scale = 0``: repeatable speech. Unset: the voice's default."""
-    release_after_phonemes: int = 150
+    release_after_phonemes: int | None = None
     """After a sentence of more phonemes than this, ONNX Runtime's arena gives back what it grew by
     for it (``VoiceSettings.release_after_phonemes``); 1: after every sentence (RSS level, more CPU);
-    0: never."""
+    0: never. Unset: the hardware profile's (1 on pi-zero-2w and pi3, else 150)."""
 
     def __post_init__(self) -> None:
         self.options  # noqa: B018 - SynthesisOptions checks the three scales and names the bad one
@@ -254,7 +254,7 @@ class TtsSection:
             raise ConfigError("tail_ms", f"must be within 0..10000, got {self.tail_ms}")
         if self.max_pending < 1:
             raise ConfigError("max_pending", f"must be >= 1, got {self.max_pending}")
-        if self.release_after_phonemes < 0:
+        if self.release_after_phonemes is not None and self.release_after_phonemes < 0:
             raise ConfigError("release_after_phonemes", f"must be >= 0, got {self.release_after_phonemes}")
 
 

@@ -89,6 +89,7 @@ def test_load_by_path_and_defaults(tmp_path: Path) -> None:
     assert profile.cpus(Stage.SPEAK) is None  # not given: unpinned
     assert profile.threads.asr == 2 and profile.threads.vad == 1
     assert profile.alsa.capture == "default"
+    assert profile.tts_release_after_phonemes == 150  # Piper keeps its arena below 150 phonemes
     assert load_profile(str(tmp_path / "anything.toml")) == profile
 
 
@@ -98,6 +99,8 @@ def test_load_by_path_and_defaults(tmp_path: Path) -> None:
     (GOOD.replace("listen = [1]", "listen = [-1]"), "hardware.cores.listen"),
     (GOOD.replace("listen = [1]", "listen = 1"), "hardware.cores.listen"),
     (GOOD.replace('name = "myboard"', 'name = "myboard"\nwindow_frames = 0'), "hardware.window_frames"),
+    (GOOD.replace('name = "myboard"', 'name = "myboard"\ntts_release_after_phonemes = -1'),
+     "hardware.tts_release_after_phonemes"),
     (GOOD.replace('name = "myboard"', 'name = "My Board"'), "hardware.name"),
     (GOOD.replace('name = "myboard"', ""), "hardware"),
     ("name = [", "hardware.profile"),

@@ -100,13 +100,16 @@ def test_sentences_released_two_at_a_time_leave_rss_level() -> None:
     assert max(out["after"]) - out["before"] < 30, out
 
 
-def test_the_config_key_reaches_the_daemons_voice(tmp_path: Path) -> None:
-    """``[tts] release_after_phonemes``: what the daemon's voice is loaded with (a bad value names the key)."""
-    for value in (1, 150):
-        config = Config.from_dict({"tts": {"voice": str(joe_voice_path()), "release_after_phonemes": value},
+def test_the_config_key_reaches_the_daemons_voice_and_the_profile_sets_it_when_unset(tmp_path: Path) -> None:
+    """``[tts] release_after_phonemes``: what the daemon's voice is loaded with; unset, the hardware
+    profile's (every sentence on the 512 MB-1 GB boards); a bad value names the key."""
+    cases = [({"release_after_phonemes": 1}, "x86-64", 1), ({"release_after_phonemes": 150}, "pi3", 150),
+             ({}, "x86-64", 150), ({}, "pi-zero-2w", 1), ({}, "pi3", 1), ({}, "pi4", 150)]
+    for tts, profile, wanted in cases:
+        config = Config.from_dict({"tts": {"voice": str(joe_voice_path()), **tts}, "hardware": {"profile": profile},
                                    "daemon": {"state_dir": str(tmp_path / "state")}})
         loaded = Models.load(config, select_profile(config.hardware.profile), Counters())
-        assert loaded.voice is not None and loaded.voice.settings.release_after_phonemes == value
+        assert loaded.voice is not None and loaded.voice.settings.release_after_phonemes == wanted, (tts, profile)
         loaded.close()
     with pytest.raises(ConfigError, match="tts.release_after_phonemes"):
         Config.from_dict({"tts": {"release_after_phonemes": -1}})

@@ -92,7 +92,8 @@ class Models:
         if cfg.tts.voice is not None:
             m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
                 session=profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
-                release_after_phonemes=cfg.tts.release_after_phonemes))
+                release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes is None
+                                        else cfg.tts.release_after_phonemes)))
         m.warm_up()
         return m
 

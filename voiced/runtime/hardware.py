@@ -152,6 +152,9 @@ class HardwareProfile:
     """Rate asked of the capture device."""
     realtime_priority: int = 0
     """SCHED_FIFO priority of the capture thread (1..10 with the shipped unit's LimitRTPRIO=10); 0 = off."""
+    tts_release_after_phonemes: int = 150
+    """``[tts] release_after_phonemes`` when the config leaves it unset: 1 on boards short of memory,
+    where a level RSS is worth ~15 % more synthesis CPU (see ``VoiceSettings.release_after_phonemes``)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -162,6 +165,8 @@ class HardwareProfile:
             raise ConfigError("capture_rate", f"must be within 4000..384000 Hz, got {self.capture_rate}")
         if not 0 <= self.realtime_priority <= 99:
             raise ConfigError("realtime_priority", f"must be within 0..99, got {self.realtime_priority}")
+        if self.tts_release_after_phonemes < 0:
+            raise ConfigError("tts_release_after_phonemes", f"must be >= 0, got {self.tts_release_after_phonemes}")
 
     def cpus(self, stage: Stage | str) -> frozenset[int] | None:
         """The cores ``stage`` is pinned to, as written (unclamped); None = unpinned."""
