@@ -11,7 +11,8 @@ For each text, with ONNX Runtime on ``threads`` threads (default 1):
 - ``first_audio_vs_one_call``: streamed first_audio_s / one_call total_s.
 
 Each figure is the median of ``repeats`` runs after one warm-up run. Nothing here asserts
-a time. Realistic-size voices for machines without real weights:
+a time. ``--memory``: RSS kept and CPU with and without each sentence's memory given back
+(``voiced.bench.tts_memory``). Realistic-size voices for machines without real weights:
 ``python -m tests.tts.voicegen OUT --kind vits --size medium [--split] --config VOICE.onnx.json``.
 """
 
@@ -123,13 +124,20 @@ def bench_voice(path: Path, threads: int = 1, repeats: int = 3,
 
 def bench_tts(voices: Sequence[Path], threads: int = 1, repeats: int = 3,
               texts: Mapping[str, str] = TEXTS, reference: bool = False,
-              asr_model: Path | None = None) -> dict[str, Any]:
-    """Figures for each voice, with the machine they were taken on."""
+              asr_model: Path | None = None, memory_rounds: int = 0) -> dict[str, Any]:
+    """Figures for each voice, with the machine they were taken on; ``memory_rounds``: also what each
+    voice keeps in RSS with and without giving every sentence's memory back
+    (``voiced.bench.tts_memory``), that many rounds."""
     import onnxruntime
 
-    return {
+    out = {
         "machine": {"cpu": cpu_model(), "python": platform.python_version(),
                     "onnxruntime": onnxruntime.__version__, "threads": threads, "repeats": repeats},
         "date": time.strftime("%Y-%m-%d"),
         "voices": [bench_voice(Path(v), threads, repeats, texts, reference, asr_model) for v in voices],
     }
+    if memory_rounds:
+        from voiced.bench.tts_memory import bench_tts_memory
+
+        out["memory"] = [bench_tts_memory(Path(v), rounds=memory_rounds, threads=threads) for v in voices]
+    return out
