@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from voiced.bench.common import proc_rss_mb
-from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values
+from voiced.bench.fuzz_cases import FILE_KINDS, MODEL_KINDS, file_cases, fuzz_files, json_values, settle_constant_pool
 from voiced.bench.fuzz_files import Outcome
 
 __all__ = ["FILE_KINDS", "MODEL_KINDS", "MQTT_TOPICS", "FuzzPart", "FuzzedDaemon", "bench_fuzz", "concrete", "daemon_subscriptions",
@@ -249,6 +249,7 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, on
         rss: list[float] = []  # the daemon's RSS after each 1/samples of the payloads: bounded or growing?
         sent = {"n": 0}
         per_topic: dict[str, int] = {}
+        settle_constant_pool()
         t0 = time.monotonic()
 
         @seed(run_seed)

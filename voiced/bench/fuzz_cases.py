@@ -32,7 +32,8 @@ from voiced.bench.fuzz_files import (
     wav_header,
 )
 
-__all__ = ["CASE_TIMEOUT_S", "FILE_KINDS", "MODEL_KINDS", "config_sweep", "file_cases", "fuzz_files", "json_values", "run_case"]
+__all__ = ["CASE_TIMEOUT_S", "FILE_KINDS", "MODEL_KINDS", "config_sweep", "file_cases", "fuzz_files", "json_values",
+           "run_case", "settle_constant_pool"]
 
 CASE_TIMEOUT_S = 20
 """A case that takes longer is a hang."""
@@ -160,6 +161,31 @@ def run_case(kind: str, path: Path, data: bytes) -> tuple[Outcome, str]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def settle_constant_pool() -> None:
+    """Import every module of voiced and quantize, so that a seed's cases depend on the code alone.
+
+    Hypothesis also draws values from the constants of the project's modules loaded at the time
+    (``hypothesis.internal.conjecture.providers``, since 6.131), and looks again whenever a module
+    is loaded: a module a case imported lazily changed the cases after it. A seed's cases then
+    depended on what had run before: pytest's other tests in the same worker, or, for a run resumed
+    after a crash, on the skipped cases, which load nothing."""
+    import importlib
+    import pkgutil
+
+    for name in ("voiced", "quantize"):
+        try:
+            package = importlib.import_module(name)
+        except ImportError:  # quantize is not installed beside voiced everywhere
+            continue
+        for module in pkgutil.walk_packages(package.__path__, f"{name}."):
+            if module.name.endswith(".__main__"):
+                continue
+            try:
+                importlib.import_module(module.name)
+            except ImportError:  # an optional dependency missing: no case can load it either
+                pass
+
+
 def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path | None = None,
                strict: bool = False, models: Path | None = None, skip: int = 0,
                on_case: Callable[[int, str, str, str], None] | None = None) -> Tally:
@@ -178,6 +204,8 @@ def fuzz_files(kind: str, n: int, workdir: Path, run_seed: int = 0, speech: Path
     if kind == "wake_head" and models is not None:  # the front end beside the mutated head, as in a real folder
         for front in ("melspectrogram.onnx", "embedding_model.onnx"):
             (workdir / front).write_bytes((models / "openwakeword" / front).read_bytes())
+
+    settle_constant_pool()
 
     @seed(run_seed)
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))

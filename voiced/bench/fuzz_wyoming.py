@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from voiced.asr.wer import normalize
 from voiced.bench.common import free_port
 from voiced.bench.fuzz import FuzzedDaemon
+from voiced.bench.fuzz_cases import settle_constant_pool
 from voiced.bench.fuzz_wyoming_cases import (
     FOLLOW_UP_ANSWERS,
     SECOND_MARKER,
@@ -361,6 +362,7 @@ def fuzz_wyoming(options: WyomingFuzz) -> dict[str, Any]:
         rss: list[float] = []
         done = {"n": 0}
         played: list[list[Case]] = []
+        settle_constant_pool()
         t0 = time.monotonic()
 
         @seed(o.seed)
