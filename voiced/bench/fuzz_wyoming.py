@@ -222,7 +222,7 @@ class WyomingFuzz:
     release_after_phonemes: int = 1
     """The daemon's [tts] release_after_phonemes. Every sentence gives its memory back by default here:
     two syntheses at once of new lengths grow Piper's arena by what their overlap needs, which the
-    timing decides (bounded, yet +20 to +90 MB in a pass under load), and that would hide a leak."""
+    timing decides (bounded, yet +19 to +90 MB in a pass under load), and that would hide a leak."""
     rss_samples: int = 5
     repeat: bool = False
     """Send the generated batches again, the same cases in the same order, with RSS taken across that pass
