@@ -94,9 +94,9 @@ def test_synthesis_is_lazy_sentence_by_sentence(id_voice: Path) -> None:
     assert isinstance(model, WholeModel)
     original = model.run
 
-    def counting(inputs: ModelInputs, release: bool = False) -> np.ndarray:
+    def counting(inputs: ModelInputs, release: bool = False, release_if_shared: bool = False) -> np.ndarray:
         calls.append(inputs.ids.shape[1])
-        return original(inputs, release)
+        return original(inputs, release, release_if_shared)
 
     model.run = counting  # type: ignore[method-assign]
     chunks = voice.synthesize(TEXT)

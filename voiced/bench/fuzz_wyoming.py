@@ -220,9 +220,10 @@ class WyomingFuzz:
     workers: int = 2
     """The daemon's [wyoming] workers: how many requests run the models at once (the warm-up sends that many)."""
     release_after_phonemes: int = 1
-    """The daemon's [tts] release_after_phonemes. Every sentence gives its memory back by default here:
-    two syntheses at once of new lengths grow Piper's arena by what their overlap needs, which the
-    timing decides (bounded, yet +19 to +90 MB in a pass under load), and that would hide a leak."""
+    """The daemon's [tts] release_after_phonemes. Every sentence gives its memory back by default here, so
+    RSS shows leaks, not Piper's arena: below the bound the arena keeps what the longest sentence run
+    alone needed, and which ran alone is the timing's doing (before a sentence started beside another
+    was released too, two overlapping in a new way grew it: +19 to +90 MB in a pass under load)."""
     rss_samples: int = 5
     repeat: bool = False
     """Send the generated batches again, the same cases in the same order, with RSS taken across that pass

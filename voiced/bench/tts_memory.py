@@ -1,7 +1,8 @@
 """``voiced bench tts --memory``: what a Piper voice keeps in RSS, and what giving it back costs.
 
 ONNX Runtime's arena keeps what a sentence grew it by, unless the sentence is longer than
-``release_after_phonemes`` (``[tts]``, or the hardware profile's). For each value compared
+``release_after_phonemes`` (``[tts]``, or the hardware profile's) or started while another was
+running. For each value compared
 (default 150, the usual default, and 1, every sentence), a fresh child process with the voice
 loaded that way synthesizes:
 

@@ -154,7 +154,7 @@ class HardwareProfile:
     """SCHED_FIFO priority of the capture thread (1..10 with the shipped unit's LimitRTPRIO=10); 0 = off."""
     tts_release_after_phonemes: int = 150
     """``[tts] release_after_phonemes`` when the config leaves it unset: 1 on boards short of memory,
-    where a level RSS is worth 8-14 % more synthesis CPU (see ``VoiceSettings.release_after_phonemes``)."""
+    where a level RSS is worth 3-16 % more synthesis CPU (see ``VoiceSettings.release_after_phonemes``)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

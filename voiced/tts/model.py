@@ -18,6 +18,7 @@ off again, so the decoder sees context across the joins (Piper's
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -113,6 +114,8 @@ class WholeModel:
         self.path = path
         self._output = session.get_outputs()[0].name
         self._releasing = releasing_run()
+        self._running = 0  # sentences in the session now (two Wyoming workers may share it)
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, path: str | Path, multi_speaker: bool, options: SessionOptions) -> WholeModel:
@@ -121,11 +124,21 @@ class WholeModel:
         _check_io(session, path, _synth_inputs(multi_speaker), ())
         return cls(session, path)
 
-    def run(self, inputs: ModelInputs, release: bool = False) -> np.ndarray:
+    def run(self, inputs: ModelInputs, release: bool = False, release_if_shared: bool = False) -> np.ndarray:
         """Float audio of one sentence, 1-D. ``release``: give the memory this sentence made ONNX
-        Runtime's arena grow by back afterwards (a sentence far longer than usual)."""
-        run_options = self._releasing if release else None
-        audio = _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
+        Runtime's arena grow by back afterwards (a sentence far longer than usual).
+        ``release_if_shared``: the same when another sentence is running when this one starts: the
+        arena would keep what the two needed together, which is more than either alone, and how
+        much more depends on how they overlap."""
+        with self._lock:
+            self._running += 1
+            release = release or (release_if_shared and self._running > 1)
+        try:
+            run_options = self._releasing if release else None
+            audio = _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
+        finally:
+            with self._lock:
+                self._running -= 1
         if release:
             trim_heap()
         return audio

@@ -219,7 +219,7 @@ class PiperVoice:
             silence = r.silence_samples if sentence.index < len(sentences) - 1 else 0
             if isinstance(model, WholeModel):
                 limit = self.settings.release_after_phonemes
-                audio = model.run(inputs, release=0 < limit < len(sentence.phonemes))
+                audio = model.run(inputs, release=0 < limit < len(sentence.phonemes), release_if_shared=limit > 0)
                 yield self._chunk(float_to_int16(audio, volume=r.volume), sentence, True, silence)
                 continue
             encoded = model.encode(inputs)
