@@ -266,8 +266,8 @@ class VoiceSettings:
     sentences (400 phonemes each) took the joe voice from 237 to 527 MB RSS, and two Wyoming
     requests at once to ~1 GB; released, 159 MB after it, for ~10 % more CPU on such sentences only
     (shorter ones run as before). A sentence that starts while another runs is released whatever its
-    length: two at a time kept up to 358-370 MB, 254-278 released (``voiced bench tts --memory``),
-    for ~5 % more CPU on those. 0: never."""
+    length: two at a time kept up to 358-370 MB, 254-278 released (``voiced bench tts --memory``;
+    42.8-43.8 vs 45.3-46.4 s of CPU, in two runs). 0: never."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.session, SessionOptions):
