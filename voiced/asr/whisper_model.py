@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, create_session, releasing_run, trim_heap
+from voiced.runtime.onnx import SessionOptions, arena_release, create_session
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -135,7 +135,6 @@ class WhisperModel:
         per_length = replace(options, memory_pattern=False)
         self.encoder = create_session(files.encoder, per_length)
         self.decoder = create_session(files.decoder, per_length)
-        self._releasing = releasing_run()
         meta = self.encoder.get_modelmeta().custom_metadata_map
         path = files.encoder
         self.n_mels = _meta_int(meta, "n_mels", path)
@@ -208,11 +207,9 @@ class WhisperModel:
         import onnxruntime as ort
 
         x = np.ascontiguousarray(mel.T[np.newaxis], dtype=np.float32)
-        outs = self.encoder.run_with_ort_values(
-            ["n_layer_cross_k", "n_layer_cross_v"], {"mel": ort.OrtValue.ortvalue_from_numpy(x)},
-            self._releasing if release else None)
-        if release:
-            trim_heap()
+        with arena_release(release) as run_options:
+            outs = self.encoder.run_with_ort_values(
+                ["n_layer_cross_k", "n_layer_cross_v"], {"mel": ort.OrtValue.ortvalue_from_numpy(x)}, run_options)
         return outs[0], outs[1]
 
     def detect_language(self, cross_k: ort.OrtValue, cross_v: ort.OrtValue) -> int:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from voiced.runtime.graph_cache import GraphCache
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["SessionOptions", "create_session", "releasing_run", "trim_heap"]
+__all__ = ["SessionOptions", "arena_release", "create_session", "trim_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +115,26 @@ def _load_cached(ort, path: Path, so: ort.SessionOptions, cache: GraphCache) -> 
     return session
 
 
-def releasing_run() -> ort.RunOptions:
-    """Run options under which ONNX Runtime gives its CPU arena's unused memory back at the end of
-    the run: for a rare input far larger than the usual ones, whose arena growth would otherwise be
-    kept for the life of the process."""
+@functools.cache
+def _releasing_run() -> ort.RunOptions:
     import onnxruntime as ort
 
     run = ort.RunOptions()
     run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return run
+
+
+@contextlib.contextmanager
+def arena_release(release: bool) -> Iterator[ort.RunOptions | None]:
+    """The run options for one run (None: the default): with ``release``, ONNX Runtime's CPU arena
+    gives its unused memory back at the end of the run, and the C heap's free pages go back to the
+    system after it (``trim_heap``). For a rare input far larger than the usual ones, whose arena
+    growth would otherwise be kept for the life of the process."""
+    if not release:
+        yield None
+        return
+    yield _releasing_run()
+    trim_heap()
 
 
 @functools.cache
@@ -134,7 +146,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def trim_heap() -> None:
-    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``), after a releasing run.
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``), after a releasing run
+    (``arena_release``).
 
     What an arena gives back is only free()d: once glibc has raised its mmap threshold (it does
     after the first large block is freed) big blocks come from the heap, and their pages stay in

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, create_session, releasing_run, trim_heap
+from voiced.runtime.onnx import SessionOptions, arena_release, create_session
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -113,7 +113,6 @@ class WholeModel:
         self._session = session
         self.path = path
         self._output = session.get_outputs()[0].name
-        self._releasing = releasing_run()
         self._running = 0  # sentences in the session now (two Wyoming workers may share it)
         self._lock = threading.Lock()
 
@@ -134,14 +133,12 @@ class WholeModel:
             self._running += 1
             release = release or (release_if_shared and self._running > 1)
         try:
-            run_options = self._releasing if release else None
-            audio = _audio(_run(self._session, self.path, [self._output], inputs.feed(), run_options)[0], self.path)
+            with arena_release(release) as run_options:
+                out = _run(self._session, self.path, [self._output], inputs.feed(), run_options)[0]
         finally:
             with self._lock:
                 self._running -= 1
-        if release:
-            trim_heap()
-        return audio
+        return _audio(out, self.path)
 
 
 @dataclass(frozen=True)
