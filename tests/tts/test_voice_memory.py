@@ -61,8 +61,9 @@ def test_a_long_sentence_gives_the_arena_memory_back_and_sounds_the_same() -> No
 
 
 _PAIRS_CHILD = r"""
-import json, os, sys, threading
+import json, os, sys
 from voiced.bench.common import proc_rss_mb
+from voiced.bench.tts_memory import synthesize_in_pairs
 from voiced.tts import PiperVoice
 from voiced.tts.config import SynthesisOptions, VoiceSettings
 
@@ -71,22 +72,15 @@ quiet = SynthesisOptions(noise_scale=0.0, noise_w=0.0)
 words = "turn on the light in the hall and set the kitchen to fifty percent please".split()
 texts = [" ".join((words * 3)[:int(n)]) + "." for n in sys.argv[3].split(",")]
 
-def say(text):
-    list(voice.synthesize(text, quiet))
-
 def pairs(batch):
-    for a, b in zip(batch[::2], batch[1::2]):
-        threads = [threading.Thread(target=say, args=(t,)) for t in (a, b)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    for _ in synthesize_in_pairs(voice, batch, quiet):
+        pass
 
 pairs(texts[:4])
 out = {"before": proc_rss_mb(os.getpid())}
 if sys.argv[4] == "alone-first":  # what one sentence at a time keeps: the arena's bound without overlaps
     for text in texts:
-        say(text)
+        list(voice.synthesize(text, quiet))
     out["alone"] = proc_rss_mb(os.getpid())
 out["after"] = []
 for _ in range(3):

@@ -28,13 +28,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from voiced.bench.common import median, proc_peak_rss_mb, proc_rss_mb
 
-__all__ = ["REPLIES", "bench_tts_memory"]
+__all__ = ["REPLIES", "bench_tts_memory", "synthesize_in_pairs"]
 
 REPLIES = (
     "Turned on the kitchen light.", "The living room is now at fifty percent.",
@@ -51,6 +51,22 @@ _WORDS = ("the kitchen light turn on off please set brightness to fifty percent 
 def _sentences(pairs: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 30))) + "." for _ in range(2 * pairs)]
+
+
+def synthesize_in_pairs(voice: Any, texts: Sequence[str], options: Any = None) -> Iterator[int]:
+    """Synthesize ``texts`` two at a time (the first with the second, and so on), as two Wyoming
+    workers do; yields how many pairs are done after each."""
+    def say(text: str) -> None:
+        for _ in voice.synthesize(text, options):
+            pass
+
+    for n, pair in enumerate(zip(texts[::2], texts[1::2]), 1):
+        both = [threading.Thread(target=say, args=(t,)) for t in pair]
+        for t in both:
+            t.start()
+        for t in both:
+            t.join()
+        yield n
 
 
 def _child(voice_path: str, release: int, threads: int, pairs: int, seed: int) -> dict[str, Any]:
@@ -73,15 +89,10 @@ def _child(voice_path: str, release: int, threads: int, pairs: int, seed: int) -
         for reply in REPLIES:
             say(reply)
     out["replies"] = {"cpu_s": round(time.process_time() - start, 3), "rss_mb": round(proc_rss_mb(pid), 1)}
-    texts, samples = _sentences(pairs, seed), []
+    samples = []
     start = time.process_time()
-    for i in range(pairs):
-        both = [threading.Thread(target=say, args=(t,)) for t in texts[2 * i:2 * i + 2]]
-        for t in both:
-            t.start()
-        for t in both:
-            t.join()
-        if (i + 1) % max(1, pairs // 5) == 0:
+    for done in synthesize_in_pairs(voice, _sentences(pairs, seed)):
+        if done % max(1, pairs // 5) == 0:
             samples.append(round(proc_rss_mb(pid), 1))
     out["pairs"] = {"cpu_s": round(time.process_time() - start, 3), "rss_mb": round(proc_rss_mb(pid), 1),
                     "rss_mb_samples": samples}
