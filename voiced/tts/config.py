@@ -268,6 +268,10 @@ class VoiceSettings:
     (shorter ones run as before). A sentence that starts while another runs is released whatever its
     length: two at a time kept up to 358-370 MB, 254-278 released (``voiced bench tts --memory``;
     42.8-43.8 vs 45.3-46.4 s of CPU, in two runs). 0: never."""
+    strip_markup: bool = True
+    """Markdown marks and pictographs (emoji) are dropped before phonemes, the words they mark
+    kept (``voiced.tts.markup``): espeak-ng would read "asterisk asterisk", "hash", "slightly
+    smiling face". False: the text is phonemized as it is."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.session, SessionOptions):
@@ -282,3 +286,5 @@ class VoiceSettings:
             raise ConfigError("max_sentence_phonemes", f"must be >= 8, got {self.max_sentence_phonemes!r}")
         if not _is_int(self.release_after_phonemes) or self.release_after_phonemes < 0:
             raise ConfigError("release_after_phonemes", f"must be >= 0, got {self.release_after_phonemes!r}")
+        if not isinstance(self.strip_markup, bool):
+            raise ConfigError("strip_markup", f"must be true or false, got {self.strip_markup!r}")

@@ -31,6 +31,7 @@ from voiced.errors import ModelError
 from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceConfig, VoiceSettings
 from voiced.tts.errors import NothingToSpeak
+from voiced.tts.markup import speakable
 from voiced.tts.model import ModelInputs, SplitModel, WholeModel, chunk_plan
 from voiced.tts.phonemes import Phonemizer, create_phonemizer, phonemes_to_ids
 from voiced.tts.sentences import Sentence, check_text, split_long
@@ -162,6 +163,8 @@ class PiperVoice:
         """``text`` as the sentences :meth:`synthesize` speaks; TextError if it is empty or too long,
         NothingToSpeak (a TextError) if no sentence of it has anything to say."""
         text = check_text(text, self.settings.max_text_chars)
+        if self.settings.strip_markup:
+            text = speakable(text)
         missing: Counter[str] = Counter()
         out: list[Sentence] = []
         for phonemes in self.phonemize(text):
