@@ -105,3 +105,13 @@ def test_say_without_a_voice_names_what_is_missing(tmp_path: Path, capsys: pytes
     code, _, err = run_say(["--voice", str(tmp_path / "none.onnx"), "--output", str(tmp_path / "x.wav"), "Hi."],
                            capsys)
     assert code == 1 and "voice model not found" in err and "none.onnx" in err
+
+
+def test_say_drops_markdown_and_emoji_unless_told_to_keep_them(id_voice: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    marked = "**Kitchen** light is on 🙂\n- Hall: off"
+    for extra, spoken in (([], "Kitchen light is on\nHall: off."), (["--keep-markup"], marked)):
+        out = tmp_path / "out.wav"
+        code, _, err = run_say(["--voice", str(id_voice), "--output", str(out), *extra, marked], capsys)
+        assert code == 0, err
+        assert [s.ids for s in decode_id_audio(wav_int16(out)[0])] == reference_ids(spoken), extra

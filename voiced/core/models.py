@@ -93,7 +93,8 @@ class Models:
             m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
                 session=profile.session_options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
                 release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes is None
-                                        else cfg.tts.release_after_phonemes)))
+                                        else cfg.tts.release_after_phonemes),
+                strip_markup=cfg.tts.strip_markup))
         m.warm_up()
         return m
 

@@ -53,6 +53,9 @@ def add_say_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sentence-silence", type=float, default=0.0, metavar="S",
                    help="seconds of silence between sentences (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
+    p.add_argument("--keep-markup", action="store_true",
+                   help="read Markdown marks and emoji as espeak-ng names them (default: drop them, keep the words"
+                   " they mark, as the daemon's [tts] strip_markup)")
     p.add_argument("--json", action="store_true", help="print timing figures as one JSON object")
     p.add_argument("text", nargs="+", metavar="TEXT")
     p.set_defaults(func=cmd_say)
@@ -87,7 +90,8 @@ def cmd_say(args: argparse.Namespace) -> int:
     options = SynthesisOptions(speaker=speaker, length_scale=args.length_scale, noise_scale=args.noise_scale,
                                noise_w=args.noise_w, volume=args.volume, sentence_silence=args.sentence_silence)
     started = time.perf_counter()
-    voice = PiperVoice.load(_voice_path(args.voice), settings=VoiceSettings(session=SessionOptions(threads=args.threads)))
+    settings = VoiceSettings(session=SessionOptions(threads=args.threads), strip_markup=not args.keep_markup)
+    voice = PiperVoice.load(_voice_path(args.voice), settings=settings)
     figures: dict[str, Any] = {"voice": str(args.voice or DEFAULT_VOICE), "sample_rate": voice.sample_rate,
                                "streaming_decoder": voice.streaming,
                                "load_s": round(time.perf_counter() - started, 4)}
