@@ -418,6 +418,24 @@ def test_a_streamed_reply_with_pieces_that_have_nothing_to_speak_is_said_whole_w
     assert len(said) > len(alone) + 0.2 * 22050 > 0.2 * 22050, (len(said), len(alone))
 
 
+def _streamed_reply(daemon, reply: str) -> np.ndarray:
+    """The audio of ``reply`` sent as an LLM streams it: synthesize-chunk pieces of 9 characters."""
+    pieces = [{"type": "synthesize-chunk", "data": {"text": reply[i:i + 9]}} for i in range(0, len(reply), 9)]
+    events = _answers(_raw(daemon, _headers({"type": "synthesize-start"}, *pieces, {"type": "synthesize-stop"})))
+    assert "error" not in [e.type for e in events], [e.data for e in events if e.type == "error"]
+    return _audio(events)[0]
+
+
+@pytest.mark.shared
+def test_a_streamed_markdown_reply_is_said_as_its_plain_words(daemon) -> None:
+    """Home Assistant's LLM agents answer in Markdown with emoji: the voice says the words, not
+    "asterisk" or "smiling face" (``[tts] strip_markup``, on by default); a fence line and an
+    emoji-only last line have nothing to say and are skipped."""
+    marked = _streamed_reply(daemon, "Here you go.\n- **Kitchen** is on\n- Hall is *off* 💡\n```\n🙂")
+    plain = _streamed_reply(daemon, "Here you go.\nKitchen is on.\nHall is off.\n")
+    assert len(plain) > 22050 and np.array_equal(marked, plain)
+
+
 @pytest.mark.shared
 def test_a_whole_synthesis_with_nothing_to_speak_is_an_empty_answer_not_an_error(daemon) -> None:
     """Punctuation alone: a well-formed answer without audio, as a streamed one gets; empty text
