@@ -11,7 +11,7 @@ import numpy as np
 from voiced.audio.resample import to_mono
 from voiced.audio.wav import read_wav
 
-__all__ = ["MAX_WAV_VALUE", "AudioChunk", "audio_peak", "float_to_int16", "wav_to_chunk"]
+__all__ = ["MAX_WAV_VALUE", "AudioChunk", "audio_peak", "float_to_int16", "wav_file_to_chunk", "wav_to_chunk"]
 
 MAX_WAV_VALUE = 32767.0
 """Full scale of Piper's int16 output."""
@@ -88,9 +88,14 @@ def wav_to_chunk(data: bytes) -> AudioChunk:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        samples, rate = read_wav(name)
+        return wav_file_to_chunk(name)
     finally:
         os.unlink(name)
+
+
+def wav_file_to_chunk(path: str | os.PathLike[str]) -> AudioChunk:
+    """A WAV file as one mono chunk (channels averaged); AudioError naming the file if it is not a usable WAV."""
+    samples, rate = read_wav(path)
     mono = to_mono(samples)
     pcm = np.clip(np.round(mono * 32768.0), -32768, 32767).astype(np.int16)
     return AudioChunk(pcm, rate)
