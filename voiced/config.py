@@ -384,4 +384,5 @@ class Config:
             hardware=replace(self.hardware, profile=profile),
             wake=replace(self.wake, directory=rel(self.wake.directory), models=heads),
             cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
+            wyoming=replace(self.wyoming, timer_finished_wav=rel(self.wyoming.timer_finished_wav)),
         )

@@ -11,11 +11,15 @@ transcript and TTS audio back → played through our speaker → played.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +29,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.satellite import PauseSatellite, RunSatellite
+from wyoming.timer import TimerFinished, TimerStarted
 from wyoming.tts import Synthesize
 
 from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
@@ -33,7 +38,7 @@ from tests.mqtt.test_whisper_daemon import _spoken
 from tests.support import free_port
 from tests.tts.test_playback import playback_pcm
 from tests.tts.joe import joe_voice_path
-from voiced.audio.wav import read_wav
+from voiced.audio.wav import read_wav, write_wav
 
 COMMAND = "Turn on the kitchen light."
 
@@ -57,13 +62,32 @@ async def _next(client: AsyncTcpClient, timeout: float = 30) -> Event:
     return event
 
 
-@needs_alsa
-@pytest.mark.shared
-def test_home_assistant_drives_the_satellite_wake_word_to_played(tmp_path, broker, whisper_model_dir,
-                                                                 models, speech) -> None:
+@dataclass
+class Satellite:
+    """``voiced run`` as a satellite: its Wyoming port, process, microphone (a Room) and speaker file."""
+
+    port: int
+    proc: subprocess.Popen
+    room: Room
+    speaker: Path
+
+    def stop(self) -> None:
+        self.room.stop.set()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@contextlib.contextmanager
+def satellite(tmp_path: Path, broker, models: Path, wyoming: str = "", speaker_file: str | None = None
+              ) -> Iterator[Satellite]:
+    """A satellite in the den: real Silero, the real alexa head, a real broker; ``wyoming``: more
+    keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw)."""
     fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
     os.mkfifo(fifo)
-    (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker) + file_pcm("mic", fifo))
+    (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker_file or speaker) + file_pcm("mic", fifo))
     port = free_port()
     (tmp_path / "voiced.toml").write_text(f"""
 [site]
@@ -90,68 +114,73 @@ uri = "tcp://127.0.0.1:{port}"
 zeroconf = false
 satellite = true
 area = "Den"
+{wyoming}
 """)
     room = Room(fifo)
     env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
                PYTHONPATH=str(REPO))
-    log = open(tmp_path / "voiced.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--listen-mode", "wake",
-                             "--config", str(tmp_path / "voiced.toml")],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
-    gap = np.zeros(16000, np.float32)
-    from voiced.tts import PiperVoice, SynthesisOptions
-
-    voice = PiperVoice.load(joe_voice_path())
-    reply = np.concatenate([c.samples for c in voice.synthesize("The kitchen light is on.",
-                                                                SynthesisOptions(noise_scale=0, noise_w=0))])
-
-    async def home_assistant() -> tuple[list[Event], np.ndarray, list[str]]:
-        client = await _connect(port, proc)
-        await client.write_event(Describe().event())
-        info = Info.from_event(await _next(client))
-        assert info.satellite is not None and info.satellite.area == "Den"
-        assert info.satellite.active_wake_words == ["alexa_v0.1"]
-        await client.write_event(RunSatellite().event())
-        room.say(np.concatenate([gap, alexa, gap[:4000], _spoken(COMMAND, exact=True), gap, gap]))
-        got = [await _next(client, 60)]
-        while got[-1].type != "audio-stop":
-            got.append(await _next(client))
-        heard = np.frombuffer(b"".join(e.payload or b"" for e in got if e.type == "audio-chunk"), "<i2")
-        # Home Assistant's side: its transcript, the reply's text, then the reply's audio to play
-        await client.write_event(Transcript(text=COMMAND).event())
-        await client.write_event(Synthesize(text="The kitchen light is on.").event())
-        pcm = reply.astype("<i2").tobytes()
-        await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
-        for i in range(0, len(pcm), 4096):
-            await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4096]).event())
-        await client.write_event(AudioStop().event())
-        after = [await _next(client)]
-        while after[-1].type != "played":
-            after.append(await _next(client))
-        # paused: a second "alexa" starts nothing
-        await client.write_event(PauseSatellite().event())
-        await asyncio.sleep(0.5)
-        room.say(np.concatenate([gap, alexa, gap, gap]))
-        quiet = []
+    with open(tmp_path / "voiced.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--listen-mode", "wake",
+                                 "--config", str(tmp_path / "voiced.toml")],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        sat = Satellite(port, proc, room, speaker)
         try:
-            while True:
-                quiet.append((await _next(client, 6)).type)
-        except asyncio.TimeoutError:
-            pass
-        await client.disconnect()
-        return got, heard, quiet
+            yield sat
+        finally:
+            sat.stop()
 
-    try:
+
+@needs_alsa
+@pytest.mark.shared
+def test_home_assistant_drives_the_satellite_wake_word_to_played(tmp_path, broker, whisper_model_dir,
+                                                                 models, speech) -> None:
+    with satellite(tmp_path, broker, models) as sat:
+        port, proc, room, speaker = sat.port, sat.proc, sat.room, sat.speaker
+        alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+        gap = np.zeros(16000, np.float32)
+        from voiced.tts import PiperVoice, SynthesisOptions
+
+        voice = PiperVoice.load(joe_voice_path())
+        reply = np.concatenate([c.samples for c in voice.synthesize("The kitchen light is on.",
+                                                                    SynthesisOptions(noise_scale=0, noise_w=0))])
+
+        async def home_assistant() -> tuple[list[Event], np.ndarray, list[str]]:
+            client = await _connect(port, proc)
+            await client.write_event(Describe().event())
+            info = Info.from_event(await _next(client))
+            assert info.satellite is not None and info.satellite.area == "Den"
+            assert info.satellite.active_wake_words == ["alexa_v0.1"]
+            await client.write_event(RunSatellite().event())
+            room.say(np.concatenate([gap, alexa, gap[:4000], _spoken(COMMAND, exact=True), gap, gap]))
+            got = [await _next(client, 60)]
+            while got[-1].type != "audio-stop":
+                got.append(await _next(client))
+            heard = np.frombuffer(b"".join(e.payload or b"" for e in got if e.type == "audio-chunk"), "<i2")
+            # Home Assistant's side: its transcript, the reply's text, then the reply's audio to play
+            await client.write_event(Transcript(text=COMMAND).event())
+            await client.write_event(Synthesize(text="The kitchen light is on.").event())
+            pcm = reply.astype("<i2").tobytes()
+            await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
+            for i in range(0, len(pcm), 4096):
+                await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4096]).event())
+            await client.write_event(AudioStop().event())
+            after = [await _next(client)]
+            while after[-1].type != "played":
+                after.append(await _next(client))
+            # paused: a second "alexa" starts nothing
+            await client.write_event(PauseSatellite().event())
+            await asyncio.sleep(0.5)
+            room.say(np.concatenate([gap, alexa, gap, gap]))
+            quiet = []
+            try:
+                while True:
+                    quiet.append((await _next(client, 6)).type)
+            except asyncio.TimeoutError:
+                pass
+            await client.disconnect()
+            return got, heard, quiet
+
         got, heard, quiet = asyncio.run(home_assistant())
-    finally:
-        room.stop.set()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
     types = [e.type for e in got]
     assert types[:3] == ["detection", "run-pipeline", "audio-start"], types[:5]
@@ -172,3 +201,59 @@ area = "Den"
     start = int(np.argmax(np.abs(played) > 0))
     assert np.array_equal(played[start:start + 2000], reply[int(np.argmax(np.abs(reply) > 0)):][:2000])
     assert quiet == []
+
+
+_T = np.arange(4800) / 16000
+BELL = np.round(0.4 * 32767 * np.sin(2 * np.pi * (600 + 1000 * _T) * _T)).astype("<i2")
+"""0.3 s sweeping up from 600 Hz: no stretch of it repeats within it."""
+
+
+def _rings(pcm: np.ndarray) -> int:
+    """Times the bell was played into ``pcm``."""
+    return pcm.astype("<i2").tobytes().count(BELL[1:201].tobytes())
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_a_finished_timer_rings_and_the_wake_word_between_rings_answers_it(tmp_path, broker, models, speech) -> None:
+    """Home Assistant keeps a voice timer's time and sends ``timer-finished``: the satellite rings
+    its bell ``timer_rings`` times; the wake word said in a gap stops the rest (and starts a
+    pipeline, as ever)."""
+    write_wav(tmp_path / "bell.wav", BELL, 16000)
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    keys = 'timer_finished_wav = "bell.wav"\ntimer_rings = 2\ntimer_ring_gap_s = 5.0'
+    # each ring is a playback of its own, and the file plugin rewrites its file per playback: a pipe appends
+    with satellite(tmp_path, broker, models, keys, speaker_file=f"|cat >>{tmp_path / 'speaker.raw'}") as sat:
+
+        def played() -> np.ndarray:
+            return np.frombuffer(sat.speaker.read_bytes() if sat.speaker.exists() else b"", "<i2")
+
+        async def rung(since: int, count: int) -> None:
+            deadline = time.monotonic() + 30
+            while _rings(played()[since:]) < count:
+                assert time.monotonic() < deadline, f"{_rings(played()[since:])} of {count} rings"
+                await asyncio.sleep(0.1)
+
+        async def home_assistant() -> tuple[int, int, Event]:
+            client = await _connect(sat.port, sat.proc)
+            await client.write_event(RunSatellite().event())
+            await client.write_event(TimerStarted(id="pasta", total_seconds=1, name="pasta").event())
+            await client.write_event(TimerFinished(id="pasta").event())
+            await rung(0, 2)
+            await asyncio.sleep(6.0)  # longer than a gap: no third ring comes
+            unanswered, before = _rings(played()), len(played())
+            await client.write_event(TimerFinished(id="tea").event())
+            await rung(before, 1)
+            sat.room.say(np.concatenate([np.zeros(16000, np.float32), alexa, np.zeros(8000, np.float32)]))
+            event = await _next(client)
+            while event.type != "detection":
+                event = await _next(client)
+            await asyncio.sleep(6.0)  # the ring left would have come by now
+            answered = _rings(played()[before:])
+            await client.disconnect()
+            return unanswered, answered, event
+
+        unanswered, answered, detection = asyncio.run(home_assistant())
+    assert unanswered == 2
+    assert answered == 1
+    assert detection.data["name"] == "alexa_v0.1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from urllib.parse import urlparse
 
 from voiced.errors import ConfigError
@@ -74,6 +75,13 @@ class WyomingConfig:
     """Offer the satellite role: Home Assistant drives our microphone and speaker over this server."""
     area: str | None = None
     """The satellite's area, announced in ``info``."""
+    timer_finished_wav: Path | None = None
+    """Satellite: the sound rung when a Home Assistant timer finishes (a WAV, any rate); unset: a
+    built-in two-note chime (``voiced.wyoming.timers``)."""
+    timer_rings: int = 5
+    """Satellite: how many times the timer sound rings; the wake word said between rings stops it. 0: silent."""
+    timer_ring_gap_s: float = 3.0
+    """Satellite: silence between rings, with the microphone live to hear the wake word."""
 
     def __post_init__(self) -> None:
         if self.uri is not None:
@@ -84,6 +92,10 @@ class WyomingConfig:
         for key in ("max_audio_s", "read_timeout_s"):
             if not getattr(self, key) > 0:
                 raise ConfigError(key, f"must be > 0, got {getattr(self, key)}")
+        if not 0 <= self.timer_rings <= 100:
+            raise ConfigError("timer_rings", f"must be within 0..100, got {self.timer_rings}")
+        if not 0 <= self.timer_ring_gap_s <= 60:
+            raise ConfigError("timer_ring_gap_s", f"must be within 0..60, got {self.timer_ring_gap_s}")
 
     @property
     def endpoint(self) -> Endpoint | None:

@@ -6,7 +6,8 @@ triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then ou
 (``audio-stop``) or Home Assistant says it has heard enough (``transcript``, ``voice-stopped``,
 ``error``). Home Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``:
 played through our speaker (capture muted meanwhile, as in the daemon), answered by ``played``.
-``pause-satellite`` disarms it.
+``pause-satellite`` disarms it. Home Assistant's voice timers ring here when they finish
+(``voiced.wyoming.timers``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from wyoming.audio import AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.pipeline import PipelineStage, RunPipeline
 from wyoming.snd import Played
+from wyoming.timer import TimerCancelled, TimerFinished, TimerStarted, TimerUpdated
 from wyoming.wake import Detection as WyDetection
 
 from voiced.audio.frames import Window
 from voiced.core.events import CoreEvent, SpeechEnded, SpeechFinished, SpeechStarted, WakeDetected
 from voiced.errors import AudioError
 from voiced.tts.audio import AudioChunk
+from voiced.wyoming.timers import Ringer
 
 if TYPE_CHECKING:
     from voiced.wyoming.connection import Connection
@@ -53,6 +56,9 @@ class SatelliteSession:
         self._reply: list[np.ndarray] = []  # Home Assistant's audio for us to play
         self._reply_format: tuple[int, int, int] | None = None
         self._reply_bytes = 0
+        config, bell = conn.server.config, conn.server.bell
+        assert bell is not None  # the server loads it whenever the satellite role is offered
+        self.ringer = Ringer(self.core, bell, config.timer_rings, config.timer_ring_gap_s)
 
     async def handle(self, event: Event) -> bool:
         """True when ``event`` was the satellite's to handle."""
@@ -78,6 +84,12 @@ class SatelliteSession:
             self._add_reply(event)
         elif t == "audio-stop":
             self._play()
+        elif TimerFinished.is_type(t):
+            self.ringer.start(str(TimerFinished.from_event(event).id))
+        elif TimerStarted.is_type(t) or TimerUpdated.is_type(t) or TimerCancelled.is_type(t):
+            # Home Assistant keeps the time; only the end needs us
+            log.info("wyoming: %s %s", t, event.data.get("id"))
+            self.core.counters.add("wyoming_timer_events")
         else:
             return False
         return True
@@ -93,6 +105,7 @@ class SatelliteSession:
             log.info("wyoming: satellite running")
 
     def stop(self) -> None:
+        self.ringer.stop()
         if self.running:
             self.running = False
             self.core.unsubscribe(self._on_core_event)
@@ -114,6 +127,7 @@ class SatelliteSession:
             self.conn.send_threadsafe(Played().event())
 
     def _trigger(self, wake_word: str | None, send_run: bool = True) -> None:
+        self.ringer.stop_threadsafe(self.conn.server.loop)  # the wake word between rings answers the timer
         if not self.running or self.streaming:
             return
         send = self.conn.send_threadsafe

@@ -20,6 +20,7 @@ from voiced.core.engine import Core
 from voiced.wyoming.config import Scheme, WyomingConfig
 from voiced.wyoming.connection import Connection
 from voiced.wyoming.framing import FramingError, Limits
+from voiced.wyoming.timers import load_bell
 
 __all__ = ["WyomingServer"]
 
@@ -40,6 +41,9 @@ class WyomingServer:
         self.limits = Limits(config.max_line_bytes, config.max_data_bytes, config.max_payload_bytes,
                              config.read_timeout_s)
         self.pool = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="wyoming-work")
+        where = str(core.config.path) if core.config.path else None
+        self.bell = load_bell(config.timer_finished_wav, where) if config.satellite else None
+        """What the satellite rings when a timer finishes (loaded now: a bad file fails the start)."""
         self.connections: set[Connection] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None
