@@ -102,6 +102,22 @@ def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
     assert re.search(r"\[ ok \] state: \S+ writable, [\d,]+ MB free", out)
 
 
+@needs_alsa
+def test_the_playback_device_probed_is_the_one_the_daemon_plays_through(tmp_path: Path) -> None:
+    """``[playback] device``, not the hardware profile's ``[alsa] playback`` (which the daemon never
+    uses): here the configured PCM works and the profile's ("default") is a card that is not there."""
+    asoundrc = tmp_path / "asoundrc"
+    asoundrc.write_text('pcm.spk {\n  type file\n  slave.pcm "null"\n  file "/dev/null"\n}\n'
+                        'pcm.!default {\n  type hw\n  card 97\n}\n')
+    config = tmp_path / "voiced.toml"
+    config.write_text('[playback]\ndevice = "spk"\n')
+    env = {**os.environ, "ALSA_CONFIG_PATH": f"{_alsa_conf()}:{asoundrc}", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "voiced.doctor", "--config", str(config), "--profile", "x86-64",
+                           "--no-load"], capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert "[ ok ] playback: 'spk' opens at 22050 Hz" in proc.stdout, proc.stdout + proc.stderr
+    assert "'default'" not in "".join(line for line in proc.stdout.splitlines() if "playback" in line)
+
+
 def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
     (tmp_path / "asr").mkdir()
     (tmp_path / "asr" / "tokens.txt").write_text("<blk> 0\n")

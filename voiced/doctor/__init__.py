@@ -11,7 +11,7 @@ machine's in ``machine``.
 
 Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
 ``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
-``mqtt.host``, ``mqtt.port`` and ``daemon.state_dir`` of a config object.
+``mqtt.host``, ``mqtt.port``, ``daemon.state_dir`` and ``playback.device`` of a config object.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
     checks += check_governor(options.cpufreq_root)
     profile_checks, profile = check_profile(options)
     checks += profile_checks
-    # The config has no playback key yet: the profile's PCM is what speech output would use.
-    playback = getattr(getattr(config, "audio", None), "playback", None) or (profile and profile.alsa.playback)
+    # The daemon plays through [playback] device; without a config, the profile's PCM is the guess.
+    playback = config.playback.device if config is not None else (profile and profile.alsa.playback)
     if playback:
         checks.append(check_playback(playback))
     return checks
