@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -24,6 +25,7 @@ from onnx import TensorProto, helper
 from tests.audio.test_alsa import _alsa_conf, needs_alsa
 from tests.disk_fixtures import SmallDisk
 from tests.modelgen.transducer import make_transducer
+from voiced.audio.wav import write_wav
 from voiced.doctor import Check, CheckStatus, DoctorOptions, run_checks, run_doctor
 from voiced.errors import ModelError
 
@@ -150,6 +152,28 @@ def test_intents_are_reported(tmp_path: Path) -> None:
     config.write_text('[intents]\nbuiltin = "home-assistant"\nlanguage = "xx"\n')
     check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["intents"]
     assert check.status is CheckStatus.FAIL and "intents.language" in check.message and str(config) in check.message
+
+
+def test_the_voice_and_the_timer_bell_are_checked(tmp_path: Path) -> None:
+    """A Piper voice loads (the real joe voice) or its missing file is named; a satellite's timer
+    bell plays or why it cannot is said, as the daemon would fail at start."""
+    from tests.tts.joe import joe_voice_path
+
+    write_wav(tmp_path / "bell.wav", np.zeros(8000, np.float32), 16000)
+    config = tmp_path / "voiced.toml"
+    config.write_text(f'[tts]\nvoice = "{joe_voice_path()}"\n[wyoming]\nsatellite = true\n'
+                      'timer_finished_wav = "bell.wav"\n')
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64")))
+    assert checks["tts.voice"].status is CheckStatus.OK and "en_US-joe-medium.onnx" in checks["tts.voice"].message
+    assert "loads" in checks["tts.voice"].message
+    assert checks["wyoming.timer_finished_wav"].status is CheckStatus.OK
+    assert checks["wyoming.timer_finished_wav"].message.endswith("bell.wav: 0.5 s at 16000 Hz")
+    (tmp_path / "bell.wav").write_bytes(b"not a wave")
+    config.write_text('[tts]\nvoice = "voices/none.onnx"\n[wyoming]\nsatellite = true\ntimer_finished_wav = "bell.wav"\n')
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))
+    assert checks["tts.voice"].status is CheckStatus.FAIL and "none.onnx" in checks["tts.voice"].message
+    assert checks["wyoming.timer_finished_wav"].status is CheckStatus.FAIL
+    assert "bell.wav" in checks["wyoming.timer_finished_wav"].message and "WAV" in checks["wyoming.timer_finished_wav"].message
 
 
 def test_missing_and_invalid_config(tmp_path: Path) -> None:

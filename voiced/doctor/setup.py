@@ -13,7 +13,7 @@ from typing import Any
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
 from voiced.errors import ConfigError, VoicedError
 
-__all__ = ["check_broker", "check_intents", "check_models", "check_state", "load_config"]
+__all__ = ["check_broker", "check_intents", "check_models", "check_state", "check_timer_bell", "load_config"]
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -91,10 +91,38 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
                                 f"no {FRONTEND_STREAM} in {wake.directory}: the wake word runs the published front end"
                                 " (about three times the CPU for the same scores)",
                                 f"voiced-quantize wake-stream {wake.directory}"))
+    voice = getattr(getattr(config, "tts", None), "voice", None)
+    if voice is not None:
+        from voiced.tts.voice import VoiceFiles
+
+        try:
+            found_voice = VoiceFiles.find(voice)
+        except VoicedError as exc:
+            checks.append(Check("tts.voice", CheckStatus.FAIL, str(exc),
+                                "install a Piper voice (README, Speak) or correct tts.voice"))
+        else:
+            parts = tuple(p for p in (found_voice.model, found_voice.encoder, found_voice.decoder) if p is not None)
+            files += [("tts.voice", p) for p in parts]
     verify = _verifier()
     for key, path in files:
         checks.append(_check_model_file(key, path, verify, options.load_models))
     return checks
+
+
+def check_timer_bell(config: Any) -> list[Check]:
+    """The satellite's timer bell (``wyoming.timer_finished_wav``), when one is configured."""
+    wyoming = getattr(config, "wyoming", None)
+    if wyoming is None or not wyoming.satellite or wyoming.timer_finished_wav is None:
+        return []
+    from voiced.wyoming.timers import load_bell
+
+    key = "wyoming.timer_finished_wav"
+    try:
+        bell = load_bell(wyoming.timer_finished_wav)
+    except ConfigError as exc:
+        return [Check(key, CheckStatus.FAIL, exc.problem, "point it at a readable WAV file, or unset it for the"
+                      " built-in chime")]
+    return [Check(key, CheckStatus.OK, f"{wyoming.timer_finished_wav}: {bell.duration:.1f} s at {bell.sample_rate} Hz")]
 
 
 def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool) -> Check:
