@@ -144,3 +144,13 @@ def test_the_memory_bench_shows_what_each_setting_keeps() -> None:
     assert released["replies"]["rss_mb"]["median"] < kept["replies"]["rss_mb"]["median"] - 50, out
     assert kept["replies"]["cpu_vs_first"] == 1.0 and released["replies"]["cpu_vs_first"] > 0
     assert len(released["pairs"]["rss_mb_samples"][0]) == 2 and released["peak_rss_mb"]["median"] > 0
+
+
+def test_memory_is_a_switch_that_leaves_the_voices_alone() -> None:
+    """``voiced bench tts --memory VOICE``: the voice is a voice, not the number of rounds."""
+    from voiced.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "tts", "--memory", "joe.onnx"])
+    assert args.memory and args.voices == [Path("joe.onnx")] and args.memory_rounds == 3
+    args = build_parser().parse_args(["bench", "tts", "joe.onnx", "--memory-rounds", "5"])
+    assert not args.memory and args.memory_rounds == 5

@@ -68,9 +68,10 @@ def add_bench_parser(sub: Any) -> None:
                    help="piper-tts on the same voice side by side (a whole-model .onnx voice; needs piper-tts)")
     b.add_argument("--asr-model", type=Path, metavar="DIR",
                    help="round trip: Whisper (or transducer) directory that transcribes both voices' speech")
-    b.add_argument("--memory", type=int, nargs="?", const=3, default=0, metavar="ROUNDS",
+    b.add_argument("--memory", action="store_true",
                    help="also RSS kept and CPU with release_after_phonemes 150 vs 1 (every sentence), in child"
-                        " processes alternating ROUNDS times (default: 3; ~1 min of CPU each)")
+                        " processes alternating --memory-rounds times (~1 min of CPU each)")
+    b.add_argument("--memory-rounds", type=int, default=3, metavar="N", help="with --memory (default: %(default)s)")
     b.set_defaults(func=_tts)
 
     b = bsub.add_parser("llm", help="the LLM fallback's time to intent and token rates",
@@ -298,7 +299,7 @@ def _tts(args: argparse.Namespace) -> int:
     from voiced.bench.tts import bench_tts
 
     return _print(bench_tts(args.voices, args.threads, args.repeats, reference=args.reference,
-                            asr_model=args.asr_model, memory_rounds=args.memory))
+                            asr_model=args.asr_model, memory_rounds=args.memory_rounds if args.memory else 0))
 
 
 def _llm(args: argparse.Namespace) -> int:
