@@ -169,11 +169,12 @@ def test_the_voice_and_the_timer_bell_are_checked(tmp_path: Path) -> None:
     assert checks["wyoming.timer_finished_wav"].status is CheckStatus.OK
     assert checks["wyoming.timer_finished_wav"].message.endswith("bell.wav: 0.5 s at 16000 Hz")
     (tmp_path / "bell.wav").write_bytes(b"not a wave")
-    config.write_text('[tts]\nvoice = "voices/none.onnx"\n[wyoming]\nsatellite = true\ntimer_finished_wav = "bell.wav"\n')
+    config.write_text('[tts]\nvoice = "voices/none.onnx"\n'
+                      '[wyoming]\nsatellite = true\ntimer_finished_wav = "bell.wav"\n')
     checks = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))
     assert checks["tts.voice"].status is CheckStatus.FAIL and "none.onnx" in checks["tts.voice"].message
-    assert checks["wyoming.timer_finished_wav"].status is CheckStatus.FAIL
-    assert "bell.wav" in checks["wyoming.timer_finished_wav"].message and "WAV" in checks["wyoming.timer_finished_wav"].message
+    bell = checks["wyoming.timer_finished_wav"]
+    assert bell.status is CheckStatus.FAIL and "bell.wav" in bell.message and "WAV" in bell.message
 
 
 def test_missing_and_invalid_config(tmp_path: Path) -> None:

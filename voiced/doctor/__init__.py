@@ -3,8 +3,8 @@
 Checks, each printed as ``[ ok ]``, ``[warn]`` or ``[FAIL]`` with a ``fix:`` line: the config
 file; the capture device and the rates it opens at (and the playback device); model files,
 the Piper voice's included (present, loadable, and their checksums when
-``voiced.models.manifest`` offers ``verify_model_file``); a satellite's timer bell; the intents (off, or how many load from where); the broker (a TCP
-connect); the state directory (writable, and whether its disk takes writes); the CPU governor;
+``voiced.models.manifest`` offers ``verify_model_file``); a satellite's timer bell; the
+intents (off, or how many load from where); the broker (a TCP connect); the state directory (writable, and whether its disk takes writes); the CPU governor;
 and that pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO
 for capture). Any ``FAIL`` makes the exit code 1. The setup's checks are in ``setup``, the
 machine's in ``machine``.

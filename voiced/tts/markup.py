@@ -25,6 +25,8 @@ __all__ = ["speakable"]
 _FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^\n`]*$", re.MULTILINE)
 _RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$", re.MULTILINE)
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE)
+# Spans are bounded (500 characters of marked text, 2,000 of address) so that text full of
+# unpaired marks costs linear time, not quadratic.
 _IMAGE = re.compile(r"!\[([^\]\n]{0,500})\]\([^)\n]{0,2000}\)")
 _LINK = re.compile(r"\[([^\]\n]{1,500})\]\([^)\n]{0,2000}\)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
@@ -38,8 +40,6 @@ _UNDERSCORE_EMPHASIS = re.compile(r"(?<![\w_])_(?=[^\s_])([^_\n]{0,500}?[^\s_])_
 _STRIKE = re.compile(r"~~(?=\S)([^\n]{1,500}?)(?<=\S)~~")
 _LEFTOVER = re.compile(r"\*\*+|__+|~~+|`+|(?<=\w)\*(?!\w)|(?<!\w)\*(?=\w)")
 _SPACES = re.compile(r"[ \t]{2,}")
-# Spans are bounded (500 characters of marked text, 2,000 of address) so that text full of
-# unpaired marks costs linear time, not quadratic.
 _ENDS_SENTENCE = frozenset(".!?;:,…。！？")
 
 # Pictographs (emoji and the symbols they grew from) and the marks that shape them: espeak-ng
