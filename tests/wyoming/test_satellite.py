@@ -28,6 +28,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.info import Describe, Info
+from wyoming.ping import Ping
 from wyoming.satellite import PauseSatellite, RunSatellite
 from wyoming.timer import TimerFinished, TimerStarted
 from wyoming.tts import Synthesize
@@ -245,13 +246,22 @@ def test_a_finished_timer_rings_and_the_wake_word_between_rings_answers_it(tmp_p
             await client.write_event(TimerFinished(id="tea").event())
             await rung(before, 1)
             sat.room.say(np.concatenate([np.zeros(16000, np.float32), alexa, np.zeros(8000, np.float32)]))
-            event = await _next(client)
-            while event.type != "detection":
-                event = await _next(client)
+            detection = await _next(client)
+            while detection.type != "detection":
+                detection = await _next(client)
             await asyncio.sleep(6.0)  # the ring left would have come by now
             answered = _rings(played()[before:])
+            # a timer event without its id is answered with an error; the satellite lives on
+            await client.write_event(Event(type="timer-finished", data={}))
+            while (event := await _next(client)).type != "error":
+                pass
+            assert "timer-finished" in event.data["text"]
+            await client.write_event(Ping(text="still there").event())
+            while (pong := await _next(client)).type != "pong":
+                pass
+            assert pong.data["text"] == "still there"
             await client.disconnect()
-            return unanswered, answered, event
+            return unanswered, answered, detection
 
         unanswered, answered, detection = asyncio.run(home_assistant())
     assert unanswered == 2
