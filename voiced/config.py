@@ -246,8 +246,8 @@ class TtsSection:
     for it (``VoiceSettings.release_after_phonemes``); 1: after every sentence (RSS level, more CPU);
     0: never. Unset: the hardware profile's (1 on pi-zero-2w and pi3, else 150)."""
     strip_markup: bool = True
-    """Markdown marks (``**``, ``#``, bullets, link addresses) and emoji are not read aloud, the
-    words they mark are (an LLM's replies); false: the text is spoken as it comes."""
+    """Markdown marks (``**``, ``#``, bullets, link addresses), SSML/HTML tags and emoji are not read
+    aloud, the words they mark are (an LLM's replies, Rhasspy's SSML); false: the text is spoken as it comes."""
 
     def __post_init__(self) -> None:
         self.options  # noqa: B018 - SynthesisOptions checks the three scales and names the bad one

@@ -1,4 +1,4 @@
-"""Markdown and emoji are not read aloud (``voiced.tts.markup``), with the real joe voice and espeak-ng."""
+"""Markdown, tags and emoji are not read aloud (``voiced.tts.markup``), with the real joe voice and espeak-ng."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ MARKED = [
     ("See [the manual](https://example.com/manual_v2.pdf) for `timer` options.", "See the manual for timer options."),
     ("> Quoted: ~~old~~ new plan ★", "Quoted: old new plan"),
     ("```\nturn off\n```\n---\nThat is all → bye 👋🏽", "turn off\n\nThat is all bye"),  # a block: a paragraph
+    # SSML as Rhasspy's hermes/tts/say clients send it, HTML as an LLM puts it in a table, entities
+    ('<speak>Hello <break time="1s"/> world.</speak>', "Hello, world."),
+    ('<speak><p>First line</p><p>Second.</p> <say-as interpret-as="characters">ABC</say-as></speak>',
+     "First line. Second. ABC"),
+    ("Kitchen<br>Hall &amp; porch &#128578;", "Kitchen, Hall & porch"),
 ]
 
 
@@ -67,7 +72,7 @@ def test_text_without_markup_is_left_exactly_as_it_was() -> None:
     texts = list(SENTENCES) + [
         "It is 21°C, ±2 degrees, € 5 or £4; 5 * 3 = 15 and 2*x.", "snake_case, C# and F#!",
         "-5 degrees at 6:30 p.m.", "Copyright © 2024 ACME™ — all rights reserved…",
-        "日本語のテキスト。Ça va? Größe: 3 m²", "Call 555-1234 (ext. 2)."]
+        "日本語のテキスト。Ça va? Größe: 3 m²", "Call 555-1234 (ext. 2).", "If a < b and c > d, Tom & Jerry win."]
     for text in texts:
         assert speakable(text) == text, text
 

@@ -54,8 +54,8 @@ def add_say_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="seconds of silence between sentences (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
     p.add_argument("--keep-markup", action="store_true",
-                   help="read Markdown marks and emoji as espeak-ng names them (default: drop them, keep the words"
-                   " they mark, as the daemon's [tts] strip_markup)")
+                   help="read Markdown marks, tags and emoji as espeak-ng names them (default: drop them, keep the"
+                   " words they mark, as the daemon's [tts] strip_markup)")
     p.add_argument("--json", action="store_true", help="print timing figures as one JSON object")
     p.add_argument("text", nargs="+", metavar="TEXT")
     p.set_defaults(func=cmd_say)

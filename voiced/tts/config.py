@@ -269,9 +269,9 @@ class VoiceSettings:
     length: two at a time kept up to 358-370 MB, 254-278 released (``voiced bench tts --memory``;
     42.8-43.8 vs 45.3-46.4 s of CPU, in two runs). 0: never."""
     strip_markup: bool = True
-    """Markdown marks and pictographs (emoji) are dropped before phonemes, the words they mark
-    kept (``voiced.tts.markup``): espeak-ng would read "asterisk asterisk", "hash", "slightly
-    smiling face". False: the text is phonemized as it is."""
+    """Markdown marks, SSML/HTML tags and pictographs (emoji) are dropped before phonemes, the words
+    they mark kept (``voiced.tts.markup``): espeak-ng would read "asterisk asterisk", "hash",
+    "slightly smiling face", "speak hello break". False: the text is phonemized as it is."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.session, SessionOptions):

@@ -14,32 +14,43 @@ symbols espeak-ng names well (°, €, ±, ©, ™) are kept.
 
 Streamed text (``synthesize-chunk``) arrives sentence by sentence, so a mark may come without
 its partner; a leftover ``**``, ``__``, ``~~`` or backtick is dropped on its own.
+
+Tags go too: SSML, which Rhasspy's ``hermes/tts/say`` clients may send (``<speak>``, ``<break/>``,
+``<say-as>``; espeak-ng read "speak hello break time equals one s slash"), and the HTML an LLM
+puts in a table (``<br>``). A break or line break becomes a comma, the end of a paragraph or
+sentence element a full stop; entities (``&amp;``) are the characters they stand for.
 """
 
 from __future__ import annotations
 
+import html
 import re
 
 __all__ = ["speakable"]
 
 _FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^\n`]*$", re.MULTILINE)
 _RULE = re.compile(r"^[ \t]*(?:[-*_][ \t]*){3,}$", re.MULTILINE)
-_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE)
-# Spans are bounded (500 characters of marked text, 2,000 of address) so that text full of
-# unpaired marks costs linear time, not quadratic.
+_TABLE_RULE = re.compile(r"^[ \t]*(?:\|[ \t]*)?:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE)
+# Spans are bounded (500 characters of marked text, 2,000 of address), and a run of blanks is
+# tried from its start only, so that text full of unpaired marks or blanks costs linear time.
 _IMAGE = re.compile(r"!\[([^\]\n]{0,500})\]\([^)\n]{0,2000}\)")
 _LINK = re.compile(r"\[([^\]\n]{1,500})\]\([^)\n]{0,2000}\)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-_BLOCK_MARK = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*(?:#{1,6}[ \t]+|[-*+•◦‣▪][ \t]+)(?=\S)", re.MULTILINE)
+_BLOCK_MARK = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:#{1,6}[ \t]+|[-*+•◦‣▪][ \t]+)(?=\S)", re.MULTILINE)
 _QUOTE_MARK = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
 _NUMBERED = re.compile(r"^[ \t]*\d{1,3}[.)][ \t]+(?=\S)")
-_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
+_CLOSING_HASHES = re.compile(r"(?<![ \t])[ \t]+#+[ \t]*$")
 _STRONG = re.compile(r"(\*\*|__)(?=\S)([^\n]{1,500}?)(?<=\S)\1")
 _STAR_EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]{0,500}?[^\s*])\*(?![\w*])")
 _UNDERSCORE_EMPHASIS = re.compile(r"(?<![\w_])_(?=[^\s_])([^_\n]{0,500}?[^\s_])_(?![\w_])")
 _STRIKE = re.compile(r"~~(?=\S)([^\n]{1,500}?)(?<=\S)~~")
 _LEFTOVER = re.compile(r"\*\*+|__+|~~+|`+|(?<=\w)\*(?!\w)|(?<!\w)\*(?=\w)")
 _SPACES = re.compile(r"[ \t]{2,}")
+_TAG = re.compile(r"(?<![ \t])([ \t]*)</?([A-Za-z][\w:.-]{0,30})(?:\s[^<>\n]{0,500})?/?>")
+_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});")
+_PAUSE_TAGS = frozenset({"break", "br"})
+_END_TAGS = frozenset({"p", "s", "li", "div", "paragraph", "sentence", "tr", "h1", "h2", "h3", "h4", "h5", "h6"})
+"""Closing one ends a sentence (as its own element does in SSML and HTML)."""
 _ENDS_SENTENCE = frozenset(".!?;:,…。！？")
 
 # Pictographs (emoji and the symbols they grew from) and the marks that shape them: espeak-ng
@@ -82,14 +93,28 @@ def _blocks(text: str) -> str:
     return "\n".join(lines)
 
 
+def _tag(match: re.Match[str]) -> str:
+    """A pause or a sentence end where the tag meant one, else nothing (``a<b>c</b>`` is one word)."""
+    lead, name = match.group(1), match.group(2).lower()
+    before = match.string[:match.start()].rstrip()
+    ended = not before or before[-1] in _ENDS_SENTENCE
+    if name in _PAUSE_TAGS:
+        return lead or " " if ended else ", "
+    if name in _END_TAGS and match.group(0).lstrip().startswith("</"):
+        return lead or " " if ended else ". "
+    return lead
+
+
 def speakable(text: str) -> str:
-    """``text`` without Markdown marks and pictographs, as it should be read aloud (see the module)."""
+    """``text`` without Markdown marks, tags and pictographs, as it should be read aloud (see the module)."""
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _TAG.sub(_tag, text)
+    text = _ENTITY.sub(lambda m: html.unescape(m.group(0)), text)
     text = _FENCE.sub("", text)
     text = _RULE.sub("", text)
     text = _TABLE_RULE.sub("", text)
     text = _IMAGE.sub(r"\1", text)
     text = _LINK.sub(r"\1", text)
-    text = _AUTOLINK.sub(r"\1", text)
     text = _blocks(text)
     text = _PICTOGRAPHS.sub(" ", text)
     for _ in range(2):  # **bold *italic* inside**
