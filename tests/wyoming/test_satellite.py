@@ -219,7 +219,7 @@ def _rings(pcm: np.ndarray) -> int:
 def test_a_finished_timer_rings_and_the_wake_word_between_rings_answers_it(tmp_path, broker, models, speech) -> None:
     """Home Assistant keeps a voice timer's time and sends ``timer-finished``: the satellite rings
     its bell ``timer_rings`` times; the wake word said in a gap stops the rest (and starts a
-    pipeline, as ever)."""
+    pipeline, as ever). Then an announcement plays as Home Assistant sends one."""
     write_wav(tmp_path / "bell.wav", BELL, 16000)
     alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
     keys = 'timer_finished_wav = "bell.wav"\ntimer_rings = 2\ntimer_ring_gap_s = 5.0'
@@ -260,6 +260,17 @@ def test_a_finished_timer_rings_and_the_wake_word_between_rings_answers_it(tmp_p
             while (pong := await _next(client)).type != "pong":
                 pass
             assert pong.data["text"] == "still there"
+            # an announcement (Home Assistant's assist_satellite.announce): audio outside any pipeline,
+            # played through our speaker and answered with played, as a pipeline's reply is
+            announced = len(played())
+            pcm = BELL[::-1].tobytes()  # the bell backwards: not a ring
+            await client.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+            for i in range(0, len(pcm), 2048):
+                await client.write_event(AudioChunk(rate=16000, width=2, channels=1, audio=pcm[i:i + 2048]).event())
+            await client.write_event(AudioStop().event())
+            while (await _next(client)).type != "played":
+                pass
+            assert pcm in played()[announced:].tobytes()
             await client.disconnect()
             return unanswered, answered, detection
 
