@@ -18,10 +18,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from voiced.errors import AudioError, ConfigError
-from voiced.tts.audio import AudioChunk, wav_file_to_chunk
+from voiced.tts.audio import AudioChunk
+from voiced.tts.tones import TONE_RATE, bell, load_sound
 
 if TYPE_CHECKING:
     from voiced.core.engine import Core
@@ -30,44 +28,25 @@ __all__ = ["CHIME_RATE", "Ringer", "chime", "load_bell"]
 
 log = logging.getLogger(__name__)
 
-CHIME_RATE = 22_050
+CHIME_RATE = TONE_RATE
 
-# Two bell notes, a falling major third (E6 then C6), each with two inharmonic partials that
-# decay quickly: heard across a kitchen, not mistaken for speech.
+# Two bell notes, a falling major third (E6 then C6), that decay quickly: heard across a
+# kitchen, not mistaken for speech.
 _NOTES_HZ = (1318.5, 1046.5)
 _NOTE_S = 0.45
-_PARTIALS = ((1.0, 1.0), (2.76, 0.35))
-"""(frequency ratio, amplitude) of each note's partials."""
 _DECAY_S = 0.12
 _BELL_KEY = "wyoming.timer_finished_wav"
-_PEAK = 0.5
-"""Full scale fraction: loud enough to hear, with headroom for the device's own gain."""
 
 
 def chime(rate: int = CHIME_RATE) -> AudioChunk:
     """The built-in bell: two notes, ~0.9 s, mono int16 at ``rate``."""
-    t = np.arange(round(_NOTE_S * rate)) / rate
-    envelope = np.exp(-t / _DECAY_S) * np.minimum(1.0, t * rate / 64)  # 64-sample attack: no click
-    notes = [sum(a * np.sin(2 * np.pi * f0 * r * t) for r, a in _PARTIALS) * envelope for f0 in _NOTES_HZ]
-    audio = np.concatenate(notes)
-    audio *= _PEAK / np.max(np.abs(audio))
-    return AudioChunk(np.round(audio * 32767).astype(np.int16), rate)
+    return bell(_NOTES_HZ, _NOTE_S, _DECAY_S, rate=rate)
 
 
 def load_bell(path: Path | None, source: str | None = None) -> AudioChunk:
     """The WAV at ``path`` (any rate, 16-bit, channels averaged), or the built-in chime when None;
     ConfigError naming ``timer_finished_wav``, the file and the config ``source`` if it cannot be played."""
-    if path is None:
-        return chime()
-    try:
-        bell = wav_file_to_chunk(path)
-    except OSError as exc:
-        raise ConfigError(_BELL_KEY, f"{path}: {exc.strerror or exc}", source) from None
-    except AudioError as exc:  # its message names the file
-        raise ConfigError(_BELL_KEY, str(exc), source) from None
-    if bell.frames == 0:
-        raise ConfigError(_BELL_KEY, f"{path}: no audio in it", source)
-    return bell
+    return load_sound(path, _BELL_KEY, chime, source)
 
 
 class Ringer:
