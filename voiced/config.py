@@ -21,6 +21,7 @@ from voiced.llm.config import LlmConfig
 from voiced.mqtt.config import MqttConfig
 from voiced.runtime.hardware import is_profile_path
 from voiced.tts.config import SynthesisOptions
+from voiced.tts.cues import FeedbackConfig
 from voiced.tts.playconfig import PlaybackConfig
 from voiced.vad import EndpointConfig, EnergyGateConfig, VadKind
 from voiced.wake.model import is_head_path
@@ -322,6 +323,7 @@ class Config:
     playback: PlaybackConfig = field(default_factory=PlaybackConfig)
     wake: WakeSection = field(default_factory=WakeSection)
     wyoming: WyomingConfig = field(default_factory=WyomingConfig)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     path: Path | None = None
     """The file this came from (for messages and relative paths)."""
 
@@ -333,7 +335,7 @@ class Config:
                  "intents": IntentsSection, "mqtt": MqttConfig, "daemon": DaemonSection,
                  "hardware": HardwareSection, "llm": LlmConfig,
                  "cloud": CloudConfig, "tts": TtsSection, "playback": PlaybackConfig, "wake": WakeSection,
-                 "wyoming": WyomingConfig}
+                 "wyoming": WyomingConfig, "feedback": FeedbackConfig}
         for key, value in data.items():
             if key not in hints:
                 raise ConfigError(key, f"unknown section (known: {', '.join(hints)})", where)
@@ -385,4 +387,5 @@ class Config:
             wake=replace(self.wake, directory=rel(self.wake.directory), models=heads),
             cloud=replace(self.cloud, api_key_file=rel(self.cloud.api_key_file), ca_file=rel(self.cloud.ca_file)),
             wyoming=replace(self.wyoming, timer_finished_wav=rel(self.wyoming.timer_finished_wav)),
+            feedback=replace(self.feedback, wake_wav=rel(self.feedback.wake_wav), heard_wav=rel(self.feedback.heard_wav)),
         )

@@ -23,7 +23,7 @@ from voiced.wake.arbitration import Claim, SnrTracker, winner
 REPEATS = 3
 
 
-def _config(tmp_path, site: str, wav, broker, models, group: str | None = "house") -> Config:
+def _config(tmp_path, site: str, wav, broker, models, group: str | None = "house", more: str = "") -> Config:
     arbitration = f'arbitration_group = "{group}"' if group else ""
     (tmp_path / f"{site}.toml").write_text(f"""
 [site]
@@ -44,16 +44,18 @@ port = {broker.port}
 client_id = "{site}"
 [daemon]
 state_dir = "{site}-state"
+{more}
 """)
     return Config.from_file(tmp_path / f"{site}.toml")
 
 
-def _room(speech, gain: float) -> np.ndarray:
+def _room(speech, gain: float, repeats: int = REPEATS, pause: int = 5000) -> np.ndarray:
+    """``repeats`` times: the alexa clip, ``pause`` samples, the command; at ``gain`` over the same noise."""
     alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
     command = _spoken("Turn on the kitchen light.", exact=True)
     gap = np.zeros(16000, np.float32)
-    once = np.concatenate([gap, gap, alexa * gain, gap[:5000], command * gain, gap, gap, gap])
-    audio = np.concatenate([gap] + [once] * REPEATS)
+    once = np.concatenate([gap, gap, alexa * gain, np.zeros(pause, np.float32), command * gain, gap, gap, gap])
+    audio = np.concatenate([gap] + [once] * repeats)
     noise = np.random.default_rng(3).standard_normal(len(audio)).astype(np.float32) * 0.003  # the same room noise
     return audio + noise
 
@@ -93,6 +95,37 @@ def test_only_the_site_that_heard_the_wake_word_best_opens_a_session(tmp_path, b
     downs = [json.loads(p) for p in sub.payloads("voiced/arbitration/house/standDown")]
     assert {(d["siteId"], d["winner"]) for d in downs} == {("hall", "kitchen")}
     assert kitchen.counters.get("wake_arbitration_won") == REPEATS and hall.counters.get("wake_stood_down") == REPEATS
+
+
+@pytest.mark.shared
+def test_the_wake_sound_waits_for_the_rooms_to_decide_and_only_the_winner_plays_it(
+        tmp_path, broker, subscriber_factory, models, speech) -> None:
+    """With ``[feedback]`` the microphone is muted from the claim on; the rooms' decision must still
+    come through (it is applied on the muted windows), the winner blips and hears the command after
+    the blip, the loser plays nothing. The speakers are ALSA's null device."""
+    from voiced.pipeline import Daemon, ListenMode
+
+    loud, quiet = tmp_path / "kitchen.wav", tmp_path / "hall.wav"
+    write_wav(loud, _room(speech, 1.0, repeats=1, pause=16000)[:, None], 16000)
+    write_wav(quiet, _room(speech, 0.4, repeats=1, pause=16000)[:, None], 16000)
+    more = '[feedback]\nwake = true\nheard = true\n[playback]\ndevice = "null"'
+    sub = subscriber_factory(broker, "hermes/dialogueManager/#")
+    kitchen = Daemon(_config(tmp_path, "kitchen", loud, broker, models, more=more), ListenMode.WAKE)
+    hall = Daemon(_config(tmp_path, "hall", quiet, broker, models, more=more), ListenMode.WAKE)
+    for d in (kitchen, hall):
+        d.client.connect()
+    assert kitchen.client.wait_connected(10) and hall.client.wait_connected(10)
+    kitchen.start()
+    hall.start()
+    try:
+        wait_until(lambda: kitchen.counters.get("feedback_sounds") >= 2, timeout=60, what="the kitchen's two sounds")
+    finally:
+        kitchen.stop(timeout=2)
+        hall.stop(timeout=2)
+    assert kitchen.counters.get("wake_arbitration_won") == 1 and hall.counters.get("wake_stood_down") == 1
+    assert kitchen.counters.get("utterances") == 1 and kitchen.counters.get("windows_muted") >= 3
+    assert hall.counters.get("feedback_sounds") == 0 and hall.counters.get("utterances") == 0
+    assert [json.loads(p)["siteId"] for p in sub.payloads("hermes/dialogueManager/sessionStarted")] == ["kitchen"]
 
 
 @pytest.mark.shared

@@ -82,10 +82,10 @@ class Satellite:
 
 
 @contextlib.contextmanager
-def satellite(tmp_path: Path, broker, models: Path, wyoming: str = "", speaker_file: str | None = None
-              ) -> Iterator[Satellite]:
+def satellite(tmp_path: Path, broker, models: Path, wyoming: str = "", speaker_file: str | None = None,
+              sections: str = "", daemon: str = "") -> Iterator[Satellite]:
     """A satellite in the den: real Silero, the real alexa head, a real broker; ``wyoming``: more
-    keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw)."""
+    keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw); ``sections``: more TOML; ``daemon``: more [daemon] keys."""
     fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
     os.mkfifo(fifo)
     (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker_file or speaker) + file_pcm("mic", fifo))
@@ -106,6 +106,7 @@ host = "{broker.host}"
 port = {broker.port}
 [daemon]
 state_dir = "state"
+{daemon}
 [tts]
 tail_ms = 300
 [playback]
@@ -116,6 +117,7 @@ zeroconf = false
 satellite = true
 area = "Den"
 {wyoming}
+{sections}
 """)
     room = Room(fifo)
     env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),

@@ -38,6 +38,7 @@ from voiced.core.events import (
     TranscriptCorrected,
     Utterance,
 )
+from voiced.core.feedback import Feedback
 from voiced.core.intent_stage import IntentStage
 from voiced.core.models import Models
 from voiced.core.wake_sessions import WakeSessions
@@ -94,8 +95,11 @@ class Core:
             raise ConfigError("wake.models", "listen mode 'wake' needs at least one wake word model", str(config.path))
         self.wake = WakeSessions(self)
         self.listener = self.models.new_listener()
+        self.feedback = Feedback(self, config.feedback, str(config.path) if config.path else None)
+        self.subscribe(self.feedback.on_event)
         self.speaker: Speaker | None = None
-        if self.models.voice is not None or config.wyoming.satellite:  # a satellite plays Home Assistant's audio
+        # a satellite plays Home Assistant's audio; feedback sounds need a speaker even without a voice
+        if self.models.voice is not None or config.wyoming.satellite or config.feedback.any:
             self.speaker = Speaker(self.models.voice, AlsaPlayer(config.playback),
                                    SpeakerConfig(config.tts.tail_ms, config.tts.max_pending),
                                    on_speaking=self._on_speaking, on_finished=self._on_spoken)
@@ -258,8 +262,9 @@ class Core:
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
                 expected = None
-            elif self._muted or self._speaking:
+            elif self._muted or self._speaking or self.feedback.holding():
                 # half-duplex: while we speak (and a tail after) the microphone hears ourselves
+                self.wake.settle()
                 self.counters.add("windows_muted")
                 continue
             else:
@@ -270,7 +275,8 @@ class Core:
                 for tap in tuple(self._taps):
                     tap(item)
                 self.wake.process(item)
-                if self.mode is not ListenMode.WAKE or self.wake.listening(item.end):
+                # a wake sound is due: the command comes after it, not in the wake word's last window
+                if not self.feedback.holding() and (self.mode is not ListenMode.WAKE or self.wake.listening(item.end)):
                     events += self.listener.process(item)
                 expected = item.end
             for ev in events:

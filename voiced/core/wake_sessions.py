@@ -50,6 +50,10 @@ class WakeSessions:
         if self.enabled:
             for detection in self.stream.accept_waveform(window.samples):
                 self._detected(detection, window.end)
+        self.settle()
+
+    def settle(self) -> None:
+        """Apply the arbiter's decisions; also called for muted windows (a wake sound waits on one)."""
         while self._decisions:
             self._decided(*self._decisions.popleft())
 
@@ -59,6 +63,11 @@ class WakeSessions:
             self._held.append(ev)
             return True
         return False
+
+    @property
+    def deciding(self) -> bool:
+        """A wake word's claim waits for the arbiter (any thread may ask)."""
+        return self._pending is not None
 
     def listening(self, now: float) -> bool:
         """Wake mode: feed VAD and ASR only between a wake word and the end of the utterance (or the timeout)."""

@@ -98,6 +98,9 @@ class HermesAdapter:
         if self.core.models.wake is not None:
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_ON, self._on_hotword_toggle)
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_OFF, self._on_hotword_toggle)
+        if self.core.config.feedback.any:
+            c.subscribe(hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON, self._on_sound_toggle)
+            c.subscribe(hermes.Topic.FEEDBACK_SOUND_TOGGLE_OFF, self._on_sound_toggle)
         if self.core.speaker is not None:
             if self.core.models.voice is not None:
                 c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
@@ -215,6 +218,12 @@ class HermesAdapter:
         if hermes.for_site(toggle, self.site_id):
             self.core.set_wake(toggle.enabled)
             log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+    def _on_sound_toggle(self, topic: str, payload: bytes) -> None:
+        toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON)
+        if hermes.for_site(toggle, self.site_id):
+            self.core.feedback.enabled = toggle.enabled
+            log.info("feedback sounds %s", "on" if toggle.enabled else "off")
 
     def _on_say(self, topic: str, payload: bytes) -> None:
         say = hermes.parse_tts_say(payload)

@@ -38,6 +38,8 @@ class Topic(StrEnum):
     PLAY_BYTES_ALL = "hermes/audioServer/+/playBytes/+"
     HOTWORD_TOGGLE_ON = "hermes/hotword/toggleOn"
     HOTWORD_TOGGLE_OFF = "hermes/hotword/toggleOff"
+    FEEDBACK_SOUND_TOGGLE_ON = "hermes/feedback/sound/toggleOn"
+    FEEDBACK_SOUND_TOGGLE_OFF = "hermes/feedback/sound/toggleOff"
 
 
 _INTENT_PREFIX = "hermes/intent/"
