@@ -177,6 +177,22 @@ def test_the_voice_and_the_timer_bell_are_checked(tmp_path: Path) -> None:
     assert bell.status is CheckStatus.FAIL and "bell.wav" in bell.message and "WAV" in bell.message
 
 
+def test_feedback_sounds_are_checked_when_they_are_on(tmp_path: Path) -> None:
+    """A feedback WAV that is on is played or why it cannot be is said; one that is off is not looked at."""
+    write_wav(tmp_path / "ding.wav", np.zeros(4410, np.float32), 22050)
+    (tmp_path / "dong.wav").write_bytes(b"RIFF, not a wave")
+    config = tmp_path / "voiced.toml"
+    config.write_text('[feedback]\nwake = true\nwake_wav = "ding.wav"\nheard = true\nheard_wav = "dong.wav"\n')
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))
+    assert checks["feedback.wake_wav"].status is CheckStatus.OK
+    assert checks["feedback.wake_wav"].message.endswith("ding.wav: 0.2 s at 22050 Hz")
+    heard = checks["feedback.heard_wav"]
+    assert heard.status is CheckStatus.FAIL and "dong.wav" in heard.message and "WAV" in heard.message
+    config.write_text('[feedback]\nwake = true\nheard_wav = "dong.wav"\n')  # heard is off: its WAV is unused
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))
+    assert "feedback.heard_wav" not in checks and "feedback.wake_wav" not in checks  # the built-in blip
+
+
 def test_missing_and_invalid_config(tmp_path: Path) -> None:
     lines, code = run_doctor(tmp_path / "nope.toml", DoctorOptions(profile="x86-64"))
     assert code == 1 and any(line.startswith("[FAIL] config: config in") and "file not found" in line

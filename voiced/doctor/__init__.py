@@ -3,7 +3,8 @@
 Checks, each printed as ``[ ok ]``, ``[warn]`` or ``[FAIL]`` with a ``fix:`` line: the config
 file; the capture device and the rates it opens at (and the playback device); model files,
 the Piper voice's included (present, loadable, and their checksums when
-``voiced.models.manifest`` offers ``verify_model_file``); a satellite's timer bell; the
+``voiced.models.manifest`` offers ``verify_model_file``); the sounds it plays of its own (a
+satellite's timer bell, the feedback sounds); the
 intents (off, or how many load from where); the broker (a TCP connect); the state directory (writable, and whether its disk takes writes); the CPU governor;
 and that pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO
 for capture). Any ``FAIL`` makes the exit code 1. The setup's checks are in ``setup``, the
@@ -12,7 +13,7 @@ machine's in ``machine``.
 Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
 ``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
 ``mqtt.host``, ``mqtt.port``, ``daemon.state_dir``, ``playback.device``, ``tts.voice`` and
-``wyoming`` of a config object.
+``wyoming`` and ``feedback`` of a config object.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from voiced.doctor.machine import check_capture, check_governor, check_playback, check_profile
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
-from voiced.doctor.setup import check_broker, check_intents, check_models, check_state, check_timer_bell, load_config
+from voiced.doctor.setup import check_broker, check_intents, check_models, check_sounds, check_state, load_config
 
 __all__ = ["Check", "CheckStatus", "DoctorOptions", "main", "run_checks", "run_doctor"]
 
@@ -56,7 +57,7 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         where = str(config.path) if getattr(config, "path", None) else "the config file"
         checks += check_capture(config.audio, where)
         checks += check_models(config, options)
-        checks += check_timer_bell(config)
+        checks += check_sounds(config)
         checks.append(check_intents(config, where))
         checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
         checks.append(check_state(config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir(), where))

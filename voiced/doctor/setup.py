@@ -13,7 +13,7 @@ from typing import Any
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
 from voiced.errors import ConfigError, VoicedError
 
-__all__ = ["check_broker", "check_intents", "check_models", "check_state", "check_timer_bell", "load_config"]
+__all__ = ["check_broker", "check_intents", "check_models", "check_sounds", "check_state", "load_config"]
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -109,20 +109,29 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
     return checks
 
 
-def check_timer_bell(config: Any) -> list[Check]:
-    """The satellite's timer bell (``wyoming.timer_finished_wav``), when one is configured."""
-    wyoming = getattr(config, "wyoming", None)
-    if wyoming is None or not wyoming.satellite or wyoming.timer_finished_wav is None:
-        return []
-    from voiced.wyoming.timers import load_bell
+def check_sounds(config: Any) -> list[Check]:
+    """The WAVs the daemon plays of its own: a satellite's timer bell (``wyoming.timer_finished_wav``)
+    and the feedback sounds (``feedback.wake_wav``, ``feedback.heard_wav``), when configured and on."""
+    from voiced.tts.tones import read_sound
 
-    key = "wyoming.timer_finished_wav"
-    try:
-        bell = load_bell(wyoming.timer_finished_wav)
-    except ConfigError as exc:
-        return [Check(key, CheckStatus.FAIL, exc.problem, "point it at a readable WAV file, or unset it for the"
-                      " built-in chime")]
-    return [Check(key, CheckStatus.OK, f"{wyoming.timer_finished_wav}: {bell.duration:.1f} s at {bell.sample_rate} Hz")]
+    wanted: list[tuple[str, Path]] = []
+    wyoming, feedback = getattr(config, "wyoming", None), getattr(config, "feedback", None)
+    if wyoming is not None and wyoming.satellite and wyoming.timer_finished_wav is not None:
+        wanted.append(("wyoming.timer_finished_wav", wyoming.timer_finished_wav))
+    if feedback is not None:
+        wanted += [(f"feedback.{kind}_wav", path) for kind, on, path in
+                   (("wake", feedback.wake, feedback.wake_wav), ("heard", feedback.heard, feedback.heard_wav))
+                   if on and path is not None]
+    checks = []
+    for key, path in wanted:
+        try:
+            sound = read_sound(path, key)
+        except ConfigError as exc:
+            checks.append(Check(key, CheckStatus.FAIL, exc.problem,
+                                "point it at a readable WAV file, or unset it for the built-in sound"))
+        else:
+            checks.append(Check(key, CheckStatus.OK, f"{path}: {sound.duration:.1f} s at {sound.sample_rate} Hz"))
+    return checks
 
 
 def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool) -> Check:

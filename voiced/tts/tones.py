@@ -14,7 +14,7 @@ import numpy as np
 from voiced.errors import AudioError, ConfigError
 from voiced.tts.audio import AudioChunk, wav_file_to_chunk
 
-__all__ = ["TONE_RATE", "bell", "load_sound"]
+__all__ = ["TONE_RATE", "bell", "load_sound", "read_sound"]
 
 TONE_RATE = 22_050
 """Rate of the built-in sounds (a Piper medium voice's, so the device is not reopened for them)."""
@@ -40,10 +40,13 @@ def bell(notes_hz: Sequence[float], note_s: float, decay_s: float, *, peak: floa
 
 def load_sound(path: Path | None, key: str, default: Callable[[], AudioChunk],
                source: str | None = None) -> AudioChunk:
-    """The WAV at ``path`` (any rate, 16-bit, channels averaged), or ``default()`` when None;
-    a ConfigError naming ``key``, the file and the config ``source`` when it cannot be played."""
-    if path is None:
-        return default()
+    """:func:`read_sound` of ``path``, or ``default()`` when None."""
+    return default() if path is None else read_sound(path, key, source)
+
+
+def read_sound(path: Path, key: str, source: str | None = None) -> AudioChunk:
+    """The WAV at ``path`` (any rate, 16-bit, channels averaged); a ConfigError naming ``key``,
+    the file and the config ``source`` when it cannot be played."""
     try:
         sound = wav_file_to_chunk(path)
     except OSError as exc:
