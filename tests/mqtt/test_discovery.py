@@ -36,10 +36,10 @@ def test_configs_are_retained_valid_and_complete(
 ) -> None:
     client = client_factory(broker)
     Discovery(client, DiscoveryConfig(site_id="living room", availability_topic=AVAILABILITY), INTENTS)
-    wait_until(lambda: client.connected and client.stats()["published"] >= 4, what="discovery acknowledged")
+    wait_until(lambda: client.connected and client.stats()["published"] >= 5, what="discovery acknowledged")
     # A fresh subscriber after the fact: only retained messages can reach it.
     sub = subscriber_factory(broker, "homeassistant/#")
-    sub.wait_for(lambda ms: len({t for t, _, _ in ms if t.endswith("/config")}) == 4, "four configs")
+    sub.wait_for(lambda ms: len({t for t, _, _ in ms if t.endswith("/config")}) == 5, "five configs")
     assert all(retained for t, _, retained in sub.messages if t.endswith("/config"))
     found = configs(sub)
     node = "living_room"
@@ -48,9 +48,10 @@ def test_configs_are_retained_valid_and_complete(
         f"homeassistant/sensor/{node}/transcript/config",
         f"homeassistant/binary_sensor/{node}/listening/config",
         f"homeassistant/binary_sensor/{node}/speaking/config",
+        f"homeassistant/switch/{node}/microphone/config",
     }
     unique_ids = {c["unique_id"] for c in found.values()}
-    assert len(unique_ids) == 4
+    assert len(unique_ids) == 5
     for config in found.values():
         assert config["availability_topic"] == AVAILABILITY
         assert config["device"] == found[f"homeassistant/event/{node}/intent/config"]["device"]
@@ -62,6 +63,10 @@ def test_configs_are_retained_valid_and_complete(
     assert sensor["json_attributes_topic"] != sensor["state_topic"]
     listening = found[f"homeassistant/binary_sensor/{node}/listening/config"]
     assert (listening["payload_on"], listening["payload_off"]) == ("ON", "OFF")
+    switch = found[f"homeassistant/switch/{node}/microphone/config"]
+    assert (switch["command_topic"], switch["payload_on"], switch["payload_off"]) == (
+        f"voiced/{node}/microphone/set", "ON", "OFF")
+    assert switch["state_topic"] == f"voiced/{node}/microphone"
     # The device is available while the client is connected.
     sub2 = subscriber_factory(broker, AVAILABILITY)
     sub2.wait_for(lambda ms: (AVAILABILITY, b"online", True) in ms, "retained online")
@@ -72,17 +77,17 @@ def test_republished_when_home_assistant_comes_online(
 ) -> None:
     client = client_factory(broker)
     discovery = Discovery(client, DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY), INTENTS)
-    wait_until(lambda: client.connected and client.stats()["published"] >= 4, what="discovery acknowledged")
+    wait_until(lambda: client.connected and client.stats()["published"] >= 5, what="discovery acknowledged")
     assert discovery.publications == 1
     sub = subscriber_factory(broker, "homeassistant/+/kitchen/#")
-    sub.wait_count(4)  # the retained copies
+    sub.wait_count(5)  # the retained copies
     raw_publish(broker, "homeassistant/status", b"offline")
     raw_publish(broker, "homeassistant/status", b"online")  # HA's birth message after its restart
-    sub.wait_count(8)  # published again, live this time
+    sub.wait_count(10)  # published again, live this time
     assert discovery.publications == 2
-    live = [m for m in sub.messages[4:]]
+    live = [m for m in sub.messages[5:]]
     assert not any(retained for _, _, retained in live)  # delivered live (still stored retained)
-    assert {t for t, _, _ in live} == {t for t, _, _ in sub.messages[:4]}
+    assert {t for t, _, _ in live} == {t for t, _, _ in sub.messages[:5]}
 
 
 def test_republished_after_reconnect_and_with_new_intents(
@@ -117,11 +122,11 @@ def test_configs_reach_the_broker_before_the_backlog(
     sub.wait_for(lambda ms: sum(t == topics.intent for t, _, _ in ms) == 20, "the backlog")
     order = [t for t, _, _ in sub.messages]
     config_at = [i for i, t in enumerate(order) if t.endswith("/config")]
-    assert len(config_at) == 4
+    assert len(config_at) == 5
     assert max(config_at) < order.index(topics.intent)
     wait_until(lambda: client.stats()["inflight"] == 0, what="every PUBACK")
     stats = client.stats()
-    assert stats["published"] == 24 and stats["queued"] == 0  # the configs were never stored
+    assert stats["published"] == 25 and stats["queued"] == 0  # the configs were never stored
 
 
 def test_configs_offline_are_not_stored(
@@ -137,10 +142,20 @@ def test_configs_offline_are_not_stored(
         discovery.set_intent_names(names)
     assert client.stats()["queued"] == 0
     broker.start()
-    wait_until(lambda: client.connected and client.stats()["published"] == 4, what="the configs acknowledged")
+    wait_until(lambda: client.connected and client.stats()["published"] == 5, what="the configs acknowledged")
     sub = subscriber_factory(broker, "homeassistant/event/#")
     sub.wait_count(1)
     assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]
+
+
+def test_a_device_with_a_speaker_has_a_volume_slider() -> None:
+    config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
+    without = {m.topic for m in discovery_messages(config, INTENTS)}
+    found = {m.topic: m.config for m in discovery_messages(config, INTENTS, volume=True)}
+    assert set(found) - without == {"homeassistant/number/kitchen/volume/config"}
+    slider = found["homeassistant/number/kitchen/volume/config"]
+    assert (slider["state_topic"], slider["command_topic"]) == ("voiced/kitchen/volume", "voiced/kitchen/volume/set")
+    assert (slider["min"], slider["max"], slider["unit_of_measurement"]) == (0, 100, "%")
 
 
 def test_state_payloads() -> None:

@@ -87,7 +87,8 @@ def satellite(tmp_path: Path, broker, models: Path, wyoming: str = "", speaker_f
     """A satellite in the den: real Silero, the real alexa head, a real broker; ``wyoming``: more
     keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw); ``sections``: more TOML; ``daemon``: more [daemon] keys."""
     fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
-    os.mkfifo(fifo)
+    if not fifo.exists():  # a second start in the same directory (a restart) reuses it
+        os.mkfifo(fifo)
     (tmp_path / "asoundrc").write_text(playback_pcm("spk", speaker_file or speaker) + file_pcm("mic", fifo))
     port = free_port()
     (tmp_path / "voiced.toml").write_text(f"""

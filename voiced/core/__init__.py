@@ -2,6 +2,7 @@
 
 from voiced.core.engine import Core, WindowTap
 from voiced.core.events import (
+    ControlsChanged,
     CoreEvent,
     EventHandler,
     IntentNotRecognized,
@@ -23,4 +24,4 @@ from voiced.core.events import (
 )
 from voiced.core.models import Models
 
-__all__ = ["Core", "Models", "WindowTap", "CoreEvent", "EventHandler", "IntentNotRecognized", "IntentRecognized", "ListenMode", "ListenRequest", "PartialTranscript", "SessionEnded", "SessionReason", "SpeakingChanged", "SpeechEnded", "SpeechFinished", "SpeechStarted", "Transcript", "TranscriptCorrected", "Utterance", "WakeDetected", "Word"]
+__all__ = ["Core", "Models", "WindowTap", "ControlsChanged", "CoreEvent", "EventHandler", "IntentNotRecognized", "IntentRecognized", "ListenMode", "ListenRequest", "PartialTranscript", "SessionEnded", "SessionReason", "SpeakingChanged", "SpeechEnded", "SpeechFinished", "SpeechStarted", "Transcript", "TranscriptCorrected", "Utterance", "WakeDetected", "Word"]

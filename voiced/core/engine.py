@@ -22,7 +22,9 @@ from voiced.audio.frames import Window, Windower
 from voiced.audio.source import AudioSource, NullSource, open_source
 from voiced.cloud.pool import CloudResult
 from voiced.config import Config
+from voiced.core.controls import CONTROLS_FILE, Controls, load_controls, save_controls
 from voiced.core.events import (
+    ControlsChanged,
     CoreEvent,
     EventHandler,
     ListenMode,
@@ -103,6 +105,14 @@ class Core:
             self.speaker = Speaker(self.models.voice, AlsaPlayer(config.playback),
                                    SpeakerConfig(config.tts.tail_ms, config.tts.max_pending),
                                    on_speaking=self._on_speaking, on_finished=self._on_spoken)
+        self._controls_path = config.daemon.resolved_state_dir() / CONTROLS_FILE
+        self.controls = load_controls(self._controls_path)
+        """The microphone switch and the volume as the user last set them (kept in the state directory)."""
+        if self.controls.volume is not None and self.speaker is not None:
+            self.speaker.player.volume = self.controls.volume
+        if not self.controls.microphone:
+            log.info("the microphone is switched off (%s): nothing is heard until it is switched on",
+                     self._controls_path)
         self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
         self.intent_stage = IntentStage(self.models, self.counters, self._emit)
@@ -165,7 +175,7 @@ class Core:
     def status_line(self) -> str:
         """``listening on alsa:hw:1,0 · 0 dropped``."""
         dropped = self.counters.get("windows_dropped") + self.counters.get("utterances_dropped")
-        state = "muted" if self._muted else "listening"
+        state = "microphone off" if not self.controls.microphone else "muted" if self._muted else "listening"
         return f"{state} on {self.source.describe()} · {dropped} dropped"
 
     def stats(self) -> dict[str, object]:
@@ -205,6 +215,29 @@ class Core:
     def set_listening(self, enabled: bool) -> None:
         """Off: every window is ignored (hermes/asr/toggleOff)."""
         self._muted = not enabled
+
+    @property
+    def volume(self) -> float:
+        """The gain everything is played with, in [0, 1]."""
+        return self.speaker.player.volume if self.speaker is not None else self.config.playback.volume
+
+    def set_microphone(self, on: bool) -> None:
+        """The user's switch (Home Assistant): off drops every window until it is on again, across
+        restarts. Apart from ``set_listening``, which dialogue managers toggle per session."""
+        self._set_controls(Controls(on, self.controls.volume))
+
+    def set_volume(self, volume: float) -> None:
+        """The gain of everything played from now on, in [0, 1], across restarts."""
+        if not 0 <= volume <= 1:
+            raise ConfigError("volume", f"must be within 0..1, got {volume!r}")
+        if self.speaker is not None:
+            self.speaker.player.volume = volume
+        self._set_controls(Controls(self.controls.microphone, volume))
+
+    def _set_controls(self, controls: Controls) -> None:
+        self.controls = controls
+        save_controls(self._controls_path, controls)
+        self._emit(ControlsChanged(controls.microphone, self.volume))
 
     def set_wake(self, enabled: bool) -> None:
         self.wake.enabled = enabled
@@ -262,7 +295,7 @@ class Core:
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
                 expected = None
-            elif self._muted or self._speaking or self.feedback.holding():
+            elif self._muted or not self.controls.microphone or self._speaking or self.feedback.holding():
                 # half-duplex: while we speak (and a tail after) the microphone hears ourselves
                 self.wake.settle()
                 self.counters.add("windows_muted")

@@ -179,6 +179,15 @@ class SpeechFinished:
     request: SpeechRequest
 
 
+@dataclass(frozen=True)
+class ControlsChanged:
+    """The microphone switch or the volume was set (by any adapter); saved already."""
+
+    microphone: bool
+    volume: float
+    """The gain everything is played with now, in [0, 1]."""
+
+
 CoreEvent = (SpeechStarted | PartialTranscript | SpeechEnded | Transcript | TranscriptCorrected | IntentRecognized
-             | IntentNotRecognized | SessionEnded | WakeDetected | SpeakingChanged | SpeechFinished)
+             | IntentNotRecognized | SessionEnded | WakeDetected | SpeakingChanged | SpeechFinished | ControlsChanged)
 EventHandler = Callable[[CoreEvent], None]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from voiced.config import Config
 from voiced.core.engine import Core
 from voiced.core.events import (
+    ControlsChanged,
     CoreEvent,
     IntentNotRecognized,
     IntentRecognized,
@@ -36,7 +37,15 @@ from voiced.errors import AudioError
 from voiced.mqtt import hermes
 from voiced.mqtt.arbitration import MqttArbiter
 from voiced.mqtt.client import MqttClient
-from voiced.mqtt.discovery import Discovery, DiscoveryConfig, intent_event, transcript_state, wake_event
+from voiced.mqtt.discovery import (
+    SWITCH_OFF,
+    SWITCH_ON,
+    Discovery,
+    DiscoveryConfig,
+    intent_event,
+    transcript_state,
+    wake_event,
+)
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
@@ -80,6 +89,7 @@ class HermesAdapter:
             DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
             core.models.intents.intent_names,
             wake_words=wake.labels if wake is not None else (),
+            volume=core.speaker is not None,
         )
         core.subscribe(self.on_event)
         group = config.wake.arbitration_group
@@ -105,6 +115,9 @@ class HermesAdapter:
             if self.core.models.voice is not None:
                 c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
             c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
+            c.subscribe(self.discovery.topics.volume_set, self._on_volume_set)
+        c.subscribe(self.discovery.topics.microphone_set, self._on_microphone_set)
+        c.add_connect_listener(self._publish_controls)
         c.connect()
         self.core.supervisor.add_stage("stats", self._stats, self.core.profile.cpus(Stage.INTENT))
 
@@ -163,6 +176,15 @@ class HermesAdapter:
             self.client.publish(topics.speaking, "ON" if ev.speaking else "OFF", retain=True)
         elif isinstance(ev, SpeechFinished):
             self._on_spoken(ev)
+        elif isinstance(ev, ControlsChanged):
+            self._publish_controls()
+
+    def _publish_controls(self) -> None:
+        """The switch's and the slider's state, retained: on every connection and after every change."""
+        topics = self.discovery.topics
+        self.client.publish_state(topics.microphone, SWITCH_ON if self.core.controls.microphone else SWITCH_OFF)
+        if self.core.speaker is not None:
+            self.client.publish_state(topics.volume, f"{round(self.core.volume * 100)}")
 
     def _on_spoken(self, ev: SpeechFinished) -> None:
         """Answer the requests this adapter made (another adapter's are its own business)."""
@@ -218,6 +240,24 @@ class HermesAdapter:
         if hermes.for_site(toggle, self.site_id):
             self.core.set_wake(toggle.enabled)
             log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+    def _on_microphone_set(self, topic: str, payload: bytes) -> None:
+        value = payload.strip().upper()
+        if value not in (SWITCH_ON.encode(), SWITCH_OFF.encode()):
+            raise hermes.MalformedMessage(f"the microphone switch takes {SWITCH_ON} or {SWITCH_OFF}, got {payload[:40]!r}")
+        on = value == SWITCH_ON.encode()
+        log.info("microphone switched %s from Home Assistant", "on" if on else "off")
+        self.core.set_microphone(on)
+
+    def _on_volume_set(self, topic: str, payload: bytes) -> None:
+        try:
+            percent = float(payload.strip())
+        except ValueError:
+            raise hermes.MalformedMessage(f"the volume is a number of percent, got {payload[:40]!r}") from None
+        if not 0 <= percent <= 100:  # NaN fails this too
+            raise hermes.MalformedMessage(f"the volume must be within 0..100 %, got {percent}")
+        log.info("volume set to %g %% from Home Assistant", percent)
+        self.core.set_volume(percent / 100)
 
     def _on_sound_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON)

@@ -6,6 +6,8 @@ Entities, all with the daemon's availability topic:
 - ``sensor`` *transcript*: the last transcript (HA keeps at most 255 characters of state;
   the full text and details are in the JSON attributes).
 - ``binary_sensor`` *listening* and *speaking*.
+- ``switch`` *microphone* (off: nothing is heard; kept across restarts) and, with a speaker,
+  ``number`` *volume* (0-100 %): set from HA on ``…/set``, their state published back.
 
 Configs are retained under ``<prefix>/<component>/<node>/<object>/config`` and published
 again on every connection and whenever HA announces itself (``online`` on
@@ -32,6 +34,8 @@ __all__ = [
     "Discovery",
     "DiscoveryConfig",
     "DiscoveryMessage",
+    "SWITCH_OFF",
+    "SWITCH_ON",
     "StateTopics",
     "discovery_messages",
     "intent_event",
@@ -44,6 +48,8 @@ log = logging.getLogger(__name__)
 
 STATE_MAX_CHARS = 255
 """Home Assistant rejects longer entity states."""
+SWITCH_ON = "ON"
+SWITCH_OFF = "OFF"
 
 
 class Component(StrEnum):
@@ -52,6 +58,8 @@ class Component(StrEnum):
     EVENT = "event"
     SENSOR = "sensor"
     BINARY_SENSOR = "binary_sensor"
+    SWITCH = "switch"
+    NUMBER = "number"
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,14 @@ class StateTopics:
     """``ON`` / ``OFF``."""
     wake: str
     """JSON ``{"event_type": <wake word>, "score": …, "session_id": …}`` per detection."""
+    microphone: str
+    """``ON`` / ``OFF``: the microphone switch."""
+    microphone_set: str
+    """HA sets the switch here (``ON`` / ``OFF``)."""
+    volume: str
+    """The volume in percent (``55``)."""
+    volume_set: str
+    """HA sets the volume here, in percent."""
 
 
 def state_topics(config: DiscoveryConfig) -> StateTopics:
@@ -116,6 +132,10 @@ def state_topics(config: DiscoveryConfig) -> StateTopics:
         listening=f"{base}/listening",
         speaking=f"{base}/speaking",
         wake=f"{base}/wake",
+        microphone=f"{base}/microphone",
+        microphone_set=f"{base}/microphone/set",
+        volume=f"{base}/volume",
+        volume_set=f"{base}/volume/set",
     )
 
 
@@ -131,8 +151,9 @@ class DiscoveryMessage:
 
 
 def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
-                       wake_words: Iterable[str] = ()) -> list[DiscoveryMessage]:
-    """The discovery configs of every entity, for the given intent names (and wake words, if any)."""
+                       wake_words: Iterable[str] = (), volume: bool = False) -> list[DiscoveryMessage]:
+    """The discovery configs of every entity, for the given intent names (and wake words, if any;
+    the volume with ``volume``: a device with a speaker)."""
     node = config.node_id
     topics = state_topics(config)
     device: dict[str, Any] = {
@@ -164,8 +185,14 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
                payload_on="ON", payload_off="OFF", icon="mdi:microphone"),
         entity(Component.BINARY_SENSOR, "speaking", "Speaking", state_topic=topics.speaking,
                payload_on="ON", payload_off="OFF", icon="mdi:speaker"),
+        entity(Component.SWITCH, "microphone", "Microphone", state_topic=topics.microphone,
+               command_topic=topics.microphone_set, payload_on=SWITCH_ON, payload_off=SWITCH_OFF,
+               icon="mdi:microphone-settings"),
     ] + ([entity(Component.EVENT, "wake", "Wake word", state_topic=topics.wake,
-                 event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else [])
+                 event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else []) + (
+        [entity(Component.NUMBER, "volume", "Volume", state_topic=topics.volume, command_topic=topics.volume_set,
+                min=0, max=100, step=5, unit_of_measurement="%", mode="slider", icon="mdi:volume-high")]
+        if volume else [])
 
 
 def intent_event(intent: Intent, site_id: str) -> bytes:
@@ -199,9 +226,10 @@ class Discovery:
     """Keeps HA's view of the device current: publishes on connect and on HA's birth message."""
 
     def __init__(self, client: MqttClient, config: DiscoveryConfig, intent_names: Sequence[str],
-                 wake_words: Sequence[str] = ()) -> None:
+                 wake_words: Sequence[str] = (), volume: bool = False) -> None:
         self.client = client
         self.config = config
+        self._volume = volume
         self._lock = threading.Lock()
         self._intent_names = tuple(intent_names)
         self._wake_words = tuple(wake_words)
@@ -226,7 +254,7 @@ class Discovery:
         with self._lock:
             names = self._intent_names
             self.publications += 1
-        messages = discovery_messages(self.config, names, self._wake_words)
+        messages = discovery_messages(self.config, names, self._wake_words, self._volume)
         sent = [self.client.publish_state(m.topic, m.json()) for m in messages]
         if all(sent):
             log.debug("published Home Assistant discovery for %s", self.config.node_id)

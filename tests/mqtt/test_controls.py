@@ -1,0 +1,131 @@
+"""The microphone switch and the volume slider Home Assistant shows for the device, kept across restarts.
+
+Real parts: ``voiced run`` as a process (the satellite harness: the microphone a FIFO written in
+100 ms steps, the speaker a raw file behind the ALSA file plugin), a real mosquitto carrying what
+Home Assistant would send (MQTT discovery's command topics), the real alexa head and Silero.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.audio.test_alsa import needs_alsa
+from tests.mqtt.conftest import raw_publish
+from tests.support import wait_until
+from tests.wyoming.test_satellite import satellite
+from voiced.audio.wav import read_wav, write_wav
+from voiced.core.controls import CONTROLS_FILE, Controls, load_controls, save_controls
+from voiced.mqtt.hermes import play_bytes_topic
+
+_T = np.arange(8000) / 16000
+SWEEP = np.round(0.5 * 32767 * np.sin(2 * np.pi * (300 + 900 * _T) * _T)).astype("<i2")
+"""0.5 s sweeping up from 300 Hz, loud enough that 40 % of it is far from rounding."""
+
+
+def _state(sub, topic: str) -> str:
+    """The last retained state on ``topic``."""
+    return sub.payloads(topic)[-1].decode()
+
+
+def _counters(stats) -> dict:
+    return json.loads(stats.payloads()[-1])["counters"]
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_home_assistant_switches_the_microphone_off_and_turns_the_volume_down_and_both_survive_a_restart(
+        tmp_path, broker, subscriber_factory, models, speech) -> None:
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    gap = np.zeros(16000, np.float32)
+    write_wav(tmp_path / "sweep.wav", SWEEP, 16000)
+    sweep_wav = (tmp_path / "sweep.wav").read_bytes()
+    discovery = subscriber_factory(broker, "homeassistant/#")
+    states = subscriber_factory(broker, "voiced/den/#")
+    hotwords = subscriber_factory(broker, "hermes/hotword/#")
+    speaker = tmp_path / "speaker.raw"
+
+    def heard_said(sat, audio: np.ndarray) -> None:
+        """Say ``audio`` and wait until the daemon has taken all of it in (windows heard or muted)."""
+        before = _counters(states_stats)
+        sat.room.say(audio)
+        total = len(audio) / 16000 + 0.5
+
+        def taken() -> bool:
+            now = _counters(states_stats)
+            return sum(now.get(k, 0) - before.get(k, 0) for k in ("windows", "windows_muted")) / 10 >= total
+        wait_until(taken, timeout=60, what="the audio taken in")
+
+    states_stats = subscriber_factory(broker, "voiced/den/stats")
+    with satellite(tmp_path, broker, models, speaker_file=f"|cat >>{speaker}", daemon="stats_interval_s = 0.5") as sat:
+        wait_until(lambda: states.payloads("voiced/den/microphone") and states_stats.payloads(), timeout=60,
+                   what="the first states")
+        assert _state(states, "voiced/den/microphone") == "ON" and _state(states, "voiced/den/volume") == "100"
+        configs = {t.split("/")[1]: json.loads(p) for t, p, _ in discovery.messages
+                   if t in ("homeassistant/switch/den/microphone/config", "homeassistant/number/den/volume/config")}
+        assert configs["switch"]["command_topic"] == "voiced/den/microphone/set"
+        assert configs["switch"]["state_topic"] == "voiced/den/microphone"
+        assert (configs["number"]["command_topic"], configs["number"]["min"], configs["number"]["max"]) == (
+            "voiced/den/volume/set", 0, 100)
+        # what Home Assistant sends when the slider moves: the speaker plays at 40 % from then on
+        raw_publish(broker, "voiced/den/volume/set", b"40")
+        wait_until(lambda: _state(states, "voiced/den/volume") == "40", timeout=30, what="volume 40")
+        raw_publish(broker, play_bytes_topic("den", "sweep"), sweep_wav)
+        wait_until(lambda: speaker.exists() and speaker.stat().st_size >= SWEEP.nbytes, timeout=30,
+                   what="the sweep played")
+        played = np.frombuffer(speaker.read_bytes(), "<i2").astype(np.int32)
+        start, expected = int(np.argmax(np.abs(played) > 0)), np.round(SWEEP[1:] * 0.4)  # SWEEP[0] is 0
+        assert np.abs(played[start:start + len(expected)] - expected).max() <= 1
+        # garbage on the command topics is counted and ignored
+        raw_publish(broker, "voiced/den/volume/set", b"loud")
+        raw_publish(broker, "voiced/den/volume/set", b"140")
+        raw_publish(broker, "voiced/den/microphone/set", b"maybe")
+        wait_until(lambda: json.loads(states_stats.payloads()[-1])["mqtt"]["malformed"] >= 3, timeout=30,
+                   what="three malformed commands counted")
+        # switched off: the wake word said to the room is not heard
+        raw_publish(broker, "voiced/den/microphone/set", b"OFF")
+        wait_until(lambda: _state(states, "voiced/den/microphone") == "OFF", timeout=30, what="microphone OFF")
+        # a dialogue manager's toggleOn is its own business: it does not switch the user's microphone on
+        raw_publish(broker, "hermes/asr/toggleOn", b'{"siteId": "den"}')
+        heard_said(sat, np.concatenate([gap, alexa, gap]))
+        assert hotwords.payloads() == [] and _counters(states_stats).get("wake_detections", 0) == 0
+        assert _state(states, "voiced/den/volume") == "40"
+    assert load_controls(tmp_path / "state" / CONTROLS_FILE) == Controls(microphone=False, volume=0.4)
+
+    # a restart (a power cut): still off, still 40 %, until Home Assistant switches it on
+    states.messages.clear()
+    states_stats.messages.clear()
+    with satellite(tmp_path, broker, models, speaker_file=f"|cat >>{speaker}", daemon="stats_interval_s = 0.5") as sat:
+        wait_until(lambda: states.payloads("voiced/den/microphone") and states.payloads("voiced/den/volume"),
+                   timeout=60, what="the states after the restart")
+        assert _state(states, "voiced/den/microphone") == "OFF" and _state(states, "voiced/den/volume") == "40"
+        wait_until(lambda: states_stats.payloads() and _counters(states_stats).get("windows_muted", 0) > 0,
+                   timeout=60, what="the restarted daemon's stats")
+        heard_said(sat, np.concatenate([gap, alexa, gap]))
+        assert hotwords.payloads() == []
+        raw_publish(broker, "voiced/den/microphone/set", b"ON")
+        wait_until(lambda: _state(states, "voiced/den/microphone") == "ON", timeout=30, what="microphone ON")
+        sat.room.say(np.concatenate([gap, alexa, gap]))
+        hotwords.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
+
+
+def test_settings_are_kept_whole_and_bad_files_read_as_the_defaults(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "state" / CONTROLS_FILE
+    assert load_controls(path) == Controls()  # none yet: microphone on, the config's volume
+    assert save_controls(path, Controls(False, 0.25)) and load_controls(path) == Controls(False, 0.25)
+    assert [p.name for p in path.parent.iterdir()] == [CONTROLS_FILE]  # no temporary file left
+    for damaged in (b"", b"{\"microphone\": fa", b"[1, 2]", b"\xff\xfe", b'{"microphone": "no", "volume": 0.5}',
+                    b'{"microphone": false, "volume": 7}', b'{"volume": NaN}', b'{"volume": true}'):
+        path.write_bytes(damaged)
+        controls = load_controls(path)
+        assert controls.microphone is (b"false" not in damaged) and controls.volume in (None, 0.5), damaged
+    assert "controls.json" in caplog.text
+    path.write_bytes(b'{"microphone": false, "volume": 7}')
+    assert load_controls(path) == Controls(False, None)  # the good half is kept
+    # a directory that takes no writes: False, logged, nothing raised (the settings last in memory)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert not save_controls(blocker / CONTROLS_FILE, Controls(False, None))
