@@ -45,8 +45,9 @@ def test_the_configuration_example_is_a_config_voiced_accepts(tmp_path: Path) ->
         pytest.fail(f"still refused after standing in for {stood_in}")
     assert config.site.id == data["site"]["id"] and config.asr.method.value == data["asr"]["method"]
     # the sections the example shows are all there is to configure
-    assert set(data) == {"site", "audio", "vad", "asr", "intents", "mqtt", "daemon", "hardware", "llm", "cloud",
-                         "tts", "playback", "wake", "wyoming"}
+    import dataclasses
+
+    assert set(data) == {f.name for f in dataclasses.fields(Config)} - {"path"} and len(data) >= 15
 
 
 def _keys(cls: type, prefix: str = "") -> list[str]:
