@@ -112,6 +112,40 @@ def test_home_assistant_switches_the_microphone_off_and_turns_the_volume_down_an
         hotwords.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
 
 
+@needs_alsa
+@pytest.mark.shared
+def test_home_assistant_notify_is_spoken_by_the_real_voice(tmp_path, broker, subscriber_factory, models) -> None:
+    """``notify.send_message`` to the Speak entity: the message published on its command topic is
+    said through the speaker, sample for sample what the joe voice says; bad messages are counted."""
+    from tests.tts.joe import joe_voice_path
+    from voiced.tts import PiperVoice, SynthesisOptions
+
+    message = "Dinner is ready. Come to the kitchen."
+    voice = PiperVoice.load(joe_voice_path())
+    said = np.concatenate([c.samples for c in voice.synthesize(message, SynthesisOptions(noise_scale=0, noise_w=0))])
+    discovery = subscriber_factory(broker, "homeassistant/notify/#")
+    stats = subscriber_factory(broker, "voiced/den/stats")
+    speaker = tmp_path / "speaker.raw"
+    tts = f'voice = "{joe_voice_path()}"\nnoise_scale = 0\nnoise_w = 0\nmax_text_chars = 200'
+    with satellite(tmp_path, broker, models, speaker_file=f"|cat >>{speaker}", daemon="stats_interval_s = 0.5",
+                   tts=tts):
+        [config] = [json.loads(p) for p in discovery.wait_count(1)]
+        assert config["command_topic"] == "voiced/den/say" and config["name"] == "Speak"
+        for bad in (b"\xff\xfe", b"   ", ("word " * 100).encode()):  # not UTF-8, empty, over max_text_chars
+            raw_publish(broker, "voiced/den/say", bad)
+        raw_publish(broker, "voiced/den/say", message.encode())
+        wait_until(lambda: speaker.exists() and speaker.stat().st_size >= said.nbytes, timeout=60,
+                   what="the message spoken")
+        wait_until(lambda: stats.payloads() and json.loads(stats.payloads()[-1])["mqtt"]["malformed"] >= 2,
+                   timeout=30, what="the two malformed messages counted")
+        counters = _counters(stats)
+    played = np.frombuffer(speaker.read_bytes(), "<i2")
+    start, first = int(np.argmax(np.abs(played) > 0)), int(np.argmax(np.abs(said) > 0))
+    assert len(played) - start >= len(said) - first - 1  # the whole message, not only its start
+    assert np.array_equal(played[start:start + 4000], said[first:first + 4000])
+    assert counters["notify_messages"] == 2 and counters.get("spoken_failed", 0) == 1  # the long one: refused
+
+
 def test_settings_are_kept_whole_and_bad_files_read_as_the_defaults(tmp_path: Path, caplog) -> None:
     path = tmp_path / "state" / CONTROLS_FILE
     assert load_controls(path) == Controls()  # none yet: microphone on, the config's volume

@@ -148,7 +148,7 @@ def test_configs_offline_are_not_stored(
     assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]
 
 
-def test_a_device_with_a_speaker_has_a_volume_slider() -> None:
+def test_a_device_with_a_speaker_has_a_volume_slider_and_with_a_voice_a_notify_entity() -> None:
     config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
     without = {m.topic for m in discovery_messages(config, INTENTS)}
     found = {m.topic: m.config for m in discovery_messages(config, INTENTS, volume=True)}
@@ -156,6 +156,10 @@ def test_a_device_with_a_speaker_has_a_volume_slider() -> None:
     slider = found["homeassistant/number/kitchen/volume/config"]
     assert (slider["state_topic"], slider["command_topic"]) == ("voiced/kitchen/volume", "voiced/kitchen/volume/set")
     assert (slider["min"], slider["max"], slider["unit_of_measurement"]) == (0, 100, "%")
+    # with a voice, a notify entity whose messages are spoken
+    found = {m.topic: m.config for m in discovery_messages(config, INTENTS, volume=True, speak=True)}
+    assert found["homeassistant/notify/kitchen/speak/config"]["command_topic"] == "voiced/kitchen/say"
+    assert "state_topic" not in found["homeassistant/notify/kitchen/speak/config"]
 
 
 def test_state_payloads() -> None:

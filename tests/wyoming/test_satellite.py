@@ -83,9 +83,9 @@ class Satellite:
 
 @contextlib.contextmanager
 def satellite(tmp_path: Path, broker, models: Path, wyoming: str = "", speaker_file: str | None = None,
-              sections: str = "", daemon: str = "") -> Iterator[Satellite]:
+              sections: str = "", daemon: str = "", tts: str = "") -> Iterator[Satellite]:
     """A satellite in the den: real Silero, the real alexa head, a real broker; ``wyoming``: more
-    keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw); ``sections``: more TOML; ``daemon``: more [daemon] keys."""
+    keys; ``speaker_file``: the ALSA file plugin's file (default: speaker.raw); ``sections``: more TOML; ``daemon``, ``tts``: more keys of theirs."""
     fifo, speaker = tmp_path / "mic.fifo", tmp_path / "speaker.raw"
     if not fifo.exists():  # a second start in the same directory (a restart) reuses it
         os.mkfifo(fifo)
@@ -110,6 +110,7 @@ state_dir = "state"
 {daemon}
 [tts]
 tail_ms = 300
+{tts}
 [playback]
 device = "spk"
 [wyoming]

@@ -70,6 +70,13 @@ class _PlayBytes:
 _PLAY_BYTES = _PlayBytes()
 
 
+class _Notify:
+    """Tag of the say requests Home Assistant's notify entity made (nobody to answer: failures are logged)."""
+
+
+_NOTIFY = _Notify()
+
+
 class HermesAdapter:
     """Rhasspy 2.5 / Snips Hermes over MQTT, with Home Assistant discovery, for one core."""
 
@@ -90,6 +97,7 @@ class HermesAdapter:
             core.models.intents.intent_names,
             wake_words=wake.labels if wake is not None else (),
             volume=core.speaker is not None,
+            speak=core.models.voice is not None,
         )
         core.subscribe(self.on_event)
         group = config.wake.arbitration_group
@@ -114,6 +122,7 @@ class HermesAdapter:
         if self.core.speaker is not None:
             if self.core.models.voice is not None:
                 c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
+                c.subscribe(self.discovery.topics.say, self._on_notify)
             c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
             c.subscribe(self.discovery.topics.volume_set, self._on_volume_set)
         c.subscribe(self.discovery.topics.microphone_set, self._on_microphone_set)
@@ -193,6 +202,8 @@ class HermesAdapter:
             self._publish(hermes.say_finished(self.site_id, request.id, request.tag.session_id))
         elif request.kind is RequestKind.PLAY and request.tag is _PLAY_BYTES:
             self._publish(hermes.play_finished(self.site_id, request.id))
+        elif request.tag is _NOTIFY and request.result is not None and request.result.error:
+            log.warning("Home Assistant's message was not spoken: %s", request.result.error)
 
     def _stats(self, ctx: StageContext) -> None:
         topic = f"voiced/{self.site_id}/stats"
@@ -240,6 +251,17 @@ class HermesAdapter:
         if hermes.for_site(toggle, self.site_id):
             self.core.set_wake(toggle.enabled)
             log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+
+    def _on_notify(self, topic: str, payload: bytes) -> None:
+        """Home Assistant's ``notify.send_message`` to the Speak entity: the message, as plain text."""
+        try:
+            text = payload.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise hermes.MalformedMessage("a message to speak must be UTF-8 text") from None
+        if not text:
+            raise hermes.MalformedMessage("an empty message to speak")
+        self.core.counters.add("notify_messages")
+        self.core.say(text, tag=_NOTIFY)
 
     def _on_microphone_set(self, topic: str, payload: bytes) -> None:
         value = payload.strip().upper()

@@ -8,6 +8,7 @@ Entities, all with the daemon's availability topic:
 - ``binary_sensor`` *listening* and *speaking*.
 - ``switch`` *microphone* (off: nothing is heard; kept across restarts) and, with a speaker,
   ``number`` *volume* (0-100 %): set from HA on ``…/set``, their state published back.
+- ``notify`` *speak*, with a voice: HA's ``notify.send_message`` says the message aloud.
 
 Configs are retained under ``<prefix>/<component>/<node>/<object>/config`` and published
 again on every connection and whenever HA announces itself (``online`` on
@@ -60,6 +61,7 @@ class Component(StrEnum):
     BINARY_SENSOR = "binary_sensor"
     SWITCH = "switch"
     NUMBER = "number"
+    NOTIFY = "notify"
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class StateTopics:
     """The volume in percent (``55``)."""
     volume_set: str
     """HA sets the volume here, in percent."""
+    say: str
+    """HA's notify messages, plain UTF-8 text to speak."""
 
 
 def state_topics(config: DiscoveryConfig) -> StateTopics:
@@ -136,6 +140,7 @@ def state_topics(config: DiscoveryConfig) -> StateTopics:
         microphone_set=f"{base}/microphone/set",
         volume=f"{base}/volume",
         volume_set=f"{base}/volume/set",
+        say=f"{base}/say",
     )
 
 
@@ -151,9 +156,10 @@ class DiscoveryMessage:
 
 
 def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
-                       wake_words: Iterable[str] = (), volume: bool = False) -> list[DiscoveryMessage]:
+                       wake_words: Iterable[str] = (), volume: bool = False,
+                       speak: bool = False) -> list[DiscoveryMessage]:
     """The discovery configs of every entity, for the given intent names (and wake words, if any;
-    the volume with ``volume``: a device with a speaker)."""
+    the volume with ``volume``: a device with a speaker; the notify entity with ``speak``: a voice)."""
     node = config.node_id
     topics = state_topics(config)
     device: dict[str, Any] = {
@@ -192,7 +198,9 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
                  event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else []) + (
         [entity(Component.NUMBER, "volume", "Volume", state_topic=topics.volume, command_topic=topics.volume_set,
                 min=0, max=100, step=5, unit_of_measurement="%", mode="slider", icon="mdi:volume-high")]
-        if volume else [])
+        if volume else []) + (
+        [entity(Component.NOTIFY, "speak", "Speak", command_topic=topics.say, icon="mdi:account-voice")]
+        if speak else [])
 
 
 def intent_event(intent: Intent, site_id: str) -> bytes:
@@ -226,10 +234,11 @@ class Discovery:
     """Keeps HA's view of the device current: publishes on connect and on HA's birth message."""
 
     def __init__(self, client: MqttClient, config: DiscoveryConfig, intent_names: Sequence[str],
-                 wake_words: Sequence[str] = (), volume: bool = False) -> None:
+                 wake_words: Sequence[str] = (), volume: bool = False, speak: bool = False) -> None:
         self.client = client
         self.config = config
         self._volume = volume
+        self._speak = speak
         self._lock = threading.Lock()
         self._intent_names = tuple(intent_names)
         self._wake_words = tuple(wake_words)
@@ -254,7 +263,7 @@ class Discovery:
         with self._lock:
             names = self._intent_names
             self.publications += 1
-        messages = discovery_messages(self.config, names, self._wake_words, self._volume)
+        messages = discovery_messages(self.config, names, self._wake_words, self._volume, self._speak)
         sent = [self.client.publish_state(m.topic, m.json()) for m in messages]
         if all(sent):
             log.debug("published Home Assistant discovery for %s", self.config.node_id)
