@@ -7,12 +7,13 @@ See README.md, "Configuration", for the full list of keys.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from voiced.asr.search import SearchMethod
-from voiced.audio.source import source_relative_to
+from voiced.audio.source import SOURCE_KEY, AudioSource, SourceKind, open_source, source_relative_to
 from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
@@ -56,7 +57,8 @@ class SiteSection:
 @dataclass(frozen=True)
 class AudioSection:
     source: str = "none"
-    """``alsa:DEVICE`` (e.g. ``alsa:hw:1,0``), ``file:PATH`` (played once, then idle) or ``none``."""
+    """``alsa:DEVICE`` (e.g. ``alsa:hw:1,0``), ``alsa`` (the hardware profile's ``[alsa] capture``),
+    ``file:PATH`` (played once, then idle) or ``none``."""
     realtime: bool = False
     """Pace a file source to the wall clock instead of as fast as the pipeline goes."""
     channel: int | None = None
@@ -85,6 +87,24 @@ class AudioSection:
             rate = getattr(self, key)
             if not 1_000 <= rate <= 768_000:
                 raise ConfigError(key, f"must be within 1000..768000 Hz, got {rate}")
+
+    def open(self, profile_device: str, stop: threading.Event | None = None,
+             config_file: str | None = None) -> AudioSource:
+        """The source these settings describe; an ALSA one opens with ``channels``, ``channel`` and
+        the rates, and a bare ``alsa`` means ``profile_device`` (the hardware profile's PCM)."""
+        from voiced.audio.alsa import AlsaCaptureConfig
+
+        alsa = None
+        if self.source.strip().partition(":")[0].lower() == SourceKind.ALSA.value:
+            try:
+                alsa = AlsaCaptureConfig(device=profile_device, rate=self.capture_rate,
+                                         fallback_rate=self.fallback_rate, channels=self.channels, channel=self.channel)
+            except ConfigError as exc:  # the rates and channels an ALSA device takes are narrower than a file's
+                key = {"rate": "capture_rate"}.get(exc.key, exc.key)
+                raise ConfigError(f"audio.{key}", f"{exc.problem} (for {SOURCE_KEY} {self.source!r})",
+                                  config_file) from None
+        return open_source(self.source, alsa=alsa, channel=self.channel, realtime=self.realtime, stop=stop,
+                           config_file=config_file)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from voiced.audio.source import SOURCE_KEY, AudioSource, NullSource, WavSource, open_source
+from voiced.audio.source import SOURCE_KEY, AudioSource, NullSource, WavSource
 from voiced.cloud.config import CloudConfig
 from voiced.config import Config
 from voiced.core.events import CoreEvent, IntentRecognized, Utterance
@@ -64,8 +64,7 @@ def live_source(config: Config, stop: threading.Event) -> AudioSource:
     """The config's ``[audio] source`` (a microphone) to understand until ``stop`` is set; checked
     before any model loads."""
     where = str(config.path) if config.path else None
-    source = open_source(config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
-                         stop=stop, config_file=where)
+    source = config.audio.open(select_profile(config.hardware.profile).alsa.capture, stop, where)
     if isinstance(source, NullSource):
         raise ConfigError(SOURCE_KEY, "is none: give WAV files, or a microphone (alsa:DEVICE) to listen to", where)
     return source

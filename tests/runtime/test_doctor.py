@@ -193,6 +193,21 @@ def test_feedback_sounds_are_checked_when_they_are_on(tmp_path: Path) -> None:
     assert "feedback.heard_wav" not in checks and "feedback.wake_wav" not in checks  # the built-in blip
 
 
+@needs_alsa
+def test_the_doctor_checks_the_profile_the_config_names_and_its_pcms(tmp_path: Path) -> None:
+    """Without --profile the doctor takes the daemon's profile: a bare ``alsa`` source and an unset
+    ``[playback] device`` are probed on that profile's PCMs (here ones that do not exist)."""
+    (tmp_path / "den.toml").write_text('name = "den"\n[alsa]\ncapture = "nosuchmic"\nplayback = "nosuchspk"\n')
+    config = tmp_path / "voiced.toml"
+    config.write_text('[audio]\nsource = "alsa"\n[hardware]\nprofile = "den.toml"\n')
+    checks = by_name(run_checks(config, DoctorOptions(load_models=False)))
+    assert checks["hardware"].message.startswith("profile den")
+    assert checks["capture"].status is CheckStatus.FAIL and "nosuchmic" in checks["capture"].message
+    assert checks["playback"].status is not CheckStatus.OK and "nosuchspk" in checks["playback"].message
+    checks = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))  # asked for another
+    assert checks["hardware"].message.startswith("profile x86-64") and "nosuchmic" not in checks["capture"].message
+
+
 def test_missing_and_invalid_config(tmp_path: Path) -> None:
     lines, code = run_doctor(tmp_path / "nope.toml", DoctorOptions(profile="x86-64"))
     assert code == 1 and any(line.startswith("[FAIL] config: config in") and "file not found" in line

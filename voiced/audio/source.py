@@ -219,7 +219,7 @@ def source_relative_to(spec: str, base: Path) -> str:
 def open_source(spec: str, *, alsa: AlsaCaptureConfig | None = None, channel: int | None = None,
                 realtime: bool = False, stop: threading.Event | None = None,
                 config_file: str | None = None) -> AudioSource:
-    """A source for ``audio.source``: ``alsa:DEVICE``, ``file:PATH`` or ``none``.
+    """A source for ``audio.source``: ``alsa:DEVICE``, ``alsa`` (``alsa``'s device), ``file:PATH`` or ``none``.
 
     ``alsa`` supplies everything but the device for ALSA sources; ``channel`` and
     ``realtime`` apply to files. A malformed spec raises :class:`ConfigError` naming
@@ -234,6 +234,10 @@ def open_source(spec: str, *, alsa: AlsaCaptureConfig | None = None, channel: in
         if colon:
             raise ConfigError(SOURCE_KEY, f"'none' takes no argument, got {spec!r}", config_file)
         return NullSource(stop)
+    if kind is SourceKind.ALSA and not colon and alsa is not None:  # bare "alsa": the caller's device
+        from voiced.audio.alsa import AlsaSource
+
+        return AlsaSource(alsa, stop=stop)
     if not rest.strip():
         what = "an ALSA device name" if kind is SourceKind.ALSA else "a WAV file path"
         raise ConfigError(SOURCE_KEY, f"{spec!r} needs {what} after '{scheme}:'", config_file)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from dataclasses import replace
 from collections.abc import Callable
 
 from voiced.audio.frames import Window, Windower
-from voiced.audio.source import AudioSource, NullSource, open_source
+from voiced.audio.source import AudioSource, NullSource
 from voiced.cloud.pool import CloudResult
 from voiced.config import Config
 from voiced.core.controls import CONTROLS_FILE, Controls, load_controls, save_controls
@@ -102,7 +103,8 @@ class Core:
         self.speaker: Speaker | None = None
         # a satellite plays Home Assistant's audio; feedback sounds need a speaker even without a voice
         if self.models.voice is not None or config.wyoming.satellite or config.feedback.any:
-            self.speaker = Speaker(self.models.voice, AlsaPlayer(config.playback),
+            playback = replace(config.playback, device=config.playback.device or self.profile.alsa.playback)
+            self.speaker = Speaker(self.models.voice, AlsaPlayer(playback),
                                    SpeakerConfig(config.tts.tail_ms, config.tts.max_pending),
                                    on_speaking=self._on_speaking, on_finished=self._on_spoken)
         self._controls_path = config.daemon.resolved_state_dir() / CONTROLS_FILE
@@ -116,10 +118,8 @@ class Core:
         self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
         self.intent_stage = IntentStage(self.models, self.counters, self._emit)
-        self.source: AudioSource = open_source(
-            config.audio.source, channel=config.audio.channel, realtime=config.audio.realtime,
-            stop=self.stop_event, config_file=str(config.path) if config.path else None,
-        )
+        self.source: AudioSource = config.audio.open(self.profile.alsa.capture, self.stop_event,
+                                                     str(config.path) if config.path else None)
 
     # -- adapters ----------------------------------------------------------------------------
 

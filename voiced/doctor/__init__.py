@@ -21,12 +21,15 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from voiced.doctor.machine import check_capture, check_governor, check_playback, check_profile
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
 from voiced.doctor.setup import check_broker, check_intents, check_models, check_sounds, check_state, load_config
+from voiced.runtime.hardware import AUTO as AUTO_PROFILE
+from voiced.tts.playconfig import DEFAULT_PCM
 
 __all__ = ["Check", "CheckStatus", "DoctorOptions", "main", "run_checks", "run_doctor"]
 
@@ -53,19 +56,21 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
     options = options or DoctorOptions()
     config, checks = loaded if loaded is not None else load_config(config_path)
     checks = list(checks)
+    # the daemon's profile: the one the config names, unless the caller asked for another
+    wanted = options.profile or (config.hardware.profile if config is not None else AUTO_PROFILE)
+    profile_checks, profile = check_profile(replace(options, profile=wanted))
     if config is not None:
         where = str(config.path) if getattr(config, "path", None) else "the config file"
-        checks += check_capture(config.audio, where)
+        checks += check_capture(config.audio, where, profile.alsa.capture if profile else DEFAULT_PCM)
         checks += check_models(config, options)
         checks += check_sounds(config)
         checks.append(check_intents(config, where))
         checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
         checks.append(check_state(config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir(), where))
     checks += check_governor(options.cpufreq_root)
-    profile_checks, profile = check_profile(options)
     checks += profile_checks
-    # The daemon plays through [playback] device; without a config, the profile's PCM is the guess.
-    playback = config.playback.device if config is not None else (profile and profile.alsa.playback)
+    # The daemon plays through [playback] device, else through the profile's PCM.
+    playback = (config.playback.device if config is not None else None) or (profile and profile.alsa.playback)
     if playback:
         checks.append(check_playback(playback))
     return checks
@@ -74,7 +79,8 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="voiced doctor", description="check the setup and say what to fix")
     parser.add_argument("--config", type=Path, default=None, help="config file (default /etc/voiced/voiced.toml)")
-    parser.add_argument("--profile", default="auto", help="hardware profile name or .toml path (default: detect)")
+    parser.add_argument("--profile", default=None,
+                        help="hardware profile name or .toml path (default: the config's [hardware] profile, else detect)")
     parser.add_argument("--no-load", action="store_true", help="do not open models in ONNX Runtime")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")

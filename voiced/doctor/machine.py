@@ -30,9 +30,12 @@ PROBE_RATES = (16_000, 48_000, 44_100)
 # -- audio -------------------------------------------------------------------------------------
 
 
-def check_capture(audio: Any, where: str) -> list[Check]:
+def check_capture(audio: Any, where: str, profile_device: str = "default") -> list[Check]:
+    """The capture source; a bare ``alsa`` is ``profile_device``, as in the daemon."""
     spec = str(audio.source).strip()
-    scheme, _, rest = spec.partition(":")
+    scheme, colon, rest = spec.partition(":")
+    if scheme == "alsa" and not colon:
+        rest = profile_device
     if scheme == "none":
         return [Check("capture", CheckStatus.WARN, "audio.source = 'none': nothing is listened to",
                       f"set audio.source = 'alsa:DEVICE' in {where}")]
@@ -42,7 +45,7 @@ def check_capture(audio: Any, where: str) -> list[Check]:
                       f"file {rest} " + ("exists" if ok else "does not exist"),
                       None if ok else f"correct audio.source in {where}")]
     if scheme != "alsa" or not rest:
-        return [Check("capture", CheckStatus.FAIL, f"audio.source {spec!r} is not alsa:DEVICE, file:PATH or none",
+        return [Check("capture", CheckStatus.FAIL, f"audio.source {spec!r} is not alsa:DEVICE, alsa, file:PATH or none",
                       f"correct audio.source in {where}")]
     rates = list(dict.fromkeys((audio.capture_rate, audio.fallback_rate, *PROBE_RATES)))
     return [_probe_pcm("capture", rest, rates, audio.channels, capture=True, where=where,

@@ -41,8 +41,9 @@ class Check:
 class DoctorOptions:
     """Where the doctor looks (tests point these at fakes)."""
 
-    profile: str | None = "auto"
-    """Hardware profile name or path; ``auto`` detects the board."""
+    profile: str | None = None
+    """Hardware profile name or path; ``auto`` detects the board; None: the config's ``[hardware] profile``
+    (the one the daemon uses), else ``auto``."""
     cpufreq_root: Path = CPUFREQ_ROOT
     """Where ``cpu*/cpufreq/scaling_governor`` are."""
     device_tree: tuple[Path, ...] = DEVICE_TREE_MODEL_PATHS

@@ -95,30 +95,30 @@ class AlsaOutput:
         want = cfg.rate or rate
         try:
             try:
-                pcm = open_pcm(cfg.device, want, cfg.channels, cfg.period_frames(want), cfg.periods)
+                pcm = open_pcm(cfg.pcm, want, cfg.channels, cfg.period_frames(want), cfg.periods)
             except self._errors as e:
                 if cfg.fallback_rate == want:
                     raise
-                log.info("%s cannot play at %d Hz (%s); trying %d Hz", cfg.device, want, e, cfg.fallback_rate)
+                log.info("%s cannot play at %d Hz (%s); trying %d Hz", cfg.pcm, want, e, cfg.fallback_rate)
                 want = cfg.fallback_rate
-                pcm = open_pcm(cfg.device, want, cfg.channels, cfg.period_frames(want), cfg.periods)
+                pcm = open_pcm(cfg.pcm, want, cfg.channels, cfg.period_frames(want), cfg.periods)
             info = pcm.info()
             actual = int(info.get("rate", want))
             if actual != want:  # the device picked the nearest rate it can do: reopen there
-                log.info("%s plays at %d Hz, not %d Hz; resampling", cfg.device, actual, want)
+                log.info("%s plays at %d Hz, not %d Hz; resampling", cfg.pcm, actual, want)
                 pcm.close()
-                pcm = open_pcm(cfg.device, actual, cfg.channels, cfg.period_frames(actual), cfg.periods)
+                pcm = open_pcm(cfg.pcm, actual, cfg.channels, cfg.period_frames(actual), cfg.periods)
                 info = pcm.info()
         except self._errors as e:
             self.stats.open_failures += 1
-            self.stats.last_error = f"cannot open playback device {cfg.device}: {e}"
+            self.stats.last_error = f"cannot open playback device {cfg.pcm}: {e}"
             log.warning("%s", self.stats.last_error)
             return False
         self._pcm, self.rate = pcm, int(info.get("rate", actual))
         self.channels = int(info.get("channels", cfg.channels))
         self.period = int(info.get("period_size", cfg.period_frames(self.rate)))
         self.buffer = int(info.get("buffer_size", self.period * cfg.periods))
-        log.debug("playing on %s at %d Hz, %d ch, period %d, buffer %d", cfg.device, self.rate, self.channels,
+        log.debug("playing on %s at %d Hz, %d ch, period %d, buffer %d", cfg.pcm, self.rate, self.channels,
                   self.period, self.buffer)
         return True
 
@@ -132,7 +132,7 @@ class AlsaOutput:
         while offset < len(data) and not stop.is_set():
             pcm = self._pcm
             if pcm is None:
-                raise DeviceLost(f"playback device {self.config.device} is not open")
+                raise DeviceLost(f"playback device {self.config.pcm} is not open")
             try:
                 if not counted and pcm.state() == STATE_XRUN:
                     underruns += 1  # pyalsaaudio prepares the PCM again inside write()
@@ -180,7 +180,7 @@ class AlsaOutput:
             if not stop.is_set():
                 pcm.drain()
         except self._errors as e:
-            log.debug("draining %s: %s", self.config.device, e)
+            log.debug("draining %s: %s", self.config.pcm, e)
 
     def close(self, drop: bool) -> None:
         """Close; with ``drop`` what the device still holds is discarded first (stop means now)."""
@@ -192,7 +192,7 @@ class AlsaOutput:
                 pcm.drop()
             pcm.close()
         except self._errors as e:
-            log.debug("closing %s: %s", self.config.device, e)
+            log.debug("closing %s: %s", self.config.pcm, e)
 
     def _in_xrun(self, error: BaseException) -> bool:
         try:
@@ -204,8 +204,8 @@ class AlsaOutput:
         """A write failed: reopen once at the same rate, else DeviceLost."""
         rate = self.rate
         self.stats.write_errors += 1
-        self.stats.last_error = f"{self.config.device}: {error}"
-        log.warning("playback device %s failed (%s); reopening", self.config.device, error)
+        self.stats.last_error = f"{self.config.pcm}: {error}"
+        log.warning("playback device %s failed (%s); reopening", self.config.pcm, error)
         self.close(drop=True)
         if rate is None or not self.open(rate):
-            raise DeviceLost(f"playback device {self.config.device} lost: {error}")
+            raise DeviceLost(f"playback device {self.config.pcm} lost: {error}")

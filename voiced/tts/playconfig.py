@@ -10,7 +10,9 @@ from typing import Any
 from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 
-__all__ = ["PlaybackConfig", "PlaybackOutcome", "PlaybackResult", "PlaybackStats"]
+__all__ = ["DEFAULT_PCM", "PlaybackConfig", "PlaybackOutcome", "PlaybackResult", "PlaybackStats"]
+
+DEFAULT_PCM = "default"
 
 
 def _is_int(value: object) -> bool:
@@ -21,8 +23,9 @@ def _is_int(value: object) -> bool:
 class PlaybackConfig:
     """How to play through an ALSA device."""
 
-    device: str = "default"
-    """ALSA PCM name, e.g. ``default``, ``plughw:CARD=Headphones`` or one from an asoundrc (dmix)."""
+    device: str | None = None
+    """ALSA PCM name, e.g. ``default``, ``plughw:CARD=Headphones`` or one from an asoundrc (dmix);
+    unset: the hardware profile's ``[alsa] playback`` in the daemon, else ``default``."""
     rate: int | None = None
     """Rate to open the device at; None: the audio's own rate (no resampling when the device takes it)."""
     fallback_rate: int = 48_000
@@ -39,7 +42,7 @@ class PlaybackConfig:
     """Chunks waiting for the device; a full queue makes writers wait (no audio is dropped)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.device, str) or not self.device.strip():
+        if self.device is not None and (not isinstance(self.device, str) or not self.device.strip()):
             raise ConfigError("device", f"must be a non-empty ALSA PCM name, got {self.device!r}")
         for name in ("rate", "fallback_rate"):
             value = getattr(self, name)
@@ -57,6 +60,11 @@ class PlaybackConfig:
             raise ConfigError("volume", f"must be within 0..1, got {self.volume!r}")
         if not _is_int(self.queue_chunks) or self.queue_chunks < 1:
             raise ConfigError("queue_chunks", f"must be >= 1, got {self.queue_chunks!r}")
+
+    @property
+    def pcm(self) -> str:
+        """The PCM opened: ``device``, or ALSA's ``default``."""
+        return self.device or DEFAULT_PCM
 
     def period_frames(self, rate: int) -> int:
         """Frames in one period at ``rate``."""
