@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 
 from voiced.audio.frames import Window, Windower
 from voiced.audio.source import AudioSource, NullSource

@@ -39,7 +39,7 @@ class Feedback:
         self.heard_sound = (load_sound(config.heard_wav, "feedback.heard_wav", heard_blip, source)
                             if config.heard else None)
         self._cue: SpeechRequest | None = None  # the wake sound, until it has played
-        self._session: str | None = None  # the session a wake sound opened, for the heard sound
+        self._session: str | None = None  # the session the last wake word opened, for the heard sound
 
     def on_event(self, ev: CoreEvent) -> None:
         """A core event handler; the events it plays for come on the listen thread, as :meth:`holding` is asked."""
