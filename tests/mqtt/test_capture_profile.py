@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
-from tests.mqtt.test_voice_daemon import REPO, Room
+from tests.audio.test_alsa import file_pcm, needs_alsa
+from tests.mqtt.test_voice_daemon import Room, voiced_run
 from tests.support import wait_until
 from tests.tts.test_playback import playback_pcm
 from voiced.audio.wav import read_wav
@@ -80,12 +77,7 @@ wake = true                    # played through the profile's playback PCM: [pla
     hotwords = subscriber_factory(broker, "hermes/hotword/#")
     stats = subscriber_factory(broker, "voiced/den/stats")
     room = Room(fifo)
-    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
-               PYTHONPATH=str(REPO))
-    with open(tmp_path / "voiced.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--listen-mode", "wake",
-                                 "--config", str(tmp_path / "voiced.toml")],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    with voiced_run(tmp_path, "--listen-mode", "wake"):
         try:
             wait_until(lambda: stats.payloads(), timeout=60, what="the daemon's first stats")
             room.say(np.stack([left, right], axis=1).reshape(-1))  # interleaved, as the PCM delivers it
@@ -98,11 +90,6 @@ wake = true                    # played through the profile's playback PCM: [pla
                        timeout=30, what="the wake blip played")
         finally:
             room.stop.set()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     detected = [t for t, _, _ in hotwords.messages if t.endswith("/detected")]
     assert detected == ["hermes/hotword/alexa_v0.1/detected"], (tmp_path / "voiced.log").read_text()[-2000:]
     assert wake_blip().samples.tobytes() in speaker.read_bytes()

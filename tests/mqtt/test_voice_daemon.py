@@ -11,6 +11,7 @@ perfectly audible, so hearing it when the daemon is quiet shows the silence befo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,25 @@ from voiced.audio.wav import read_wav
 REPO = Path(__file__).resolve().parents[2]
 STEP = 1600  # 100 ms at 16 kHz
 HUMAN = "roots_19_morris_0269.wav"  # "they were men having no country to go back to"
+
+
+@contextlib.contextmanager
+def voiced_run(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen]:
+    """``voiced run ARGS --config tmp_path/voiced.toml`` with ``tmp_path/asoundrc`` as its ALSA
+    config and its output in ``voiced.log``; SIGTERM (then SIGKILL) on the way out."""
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
+               PYTHONPATH=str(REPO))
+    with open(tmp_path / "voiced.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", *args, "--config", str(tmp_path / "voiced.toml")],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 class Room:
@@ -98,40 +119,30 @@ tail_ms = 4000
 device = "spk"
 """)
     room = Room(fifo)
-    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
-               PYTHONPATH=str(REPO))
-    log = open(tmp_path / "voiced.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--config", str(tmp_path / "voiced.toml")],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    try:
-        sub = subscriber_factory(broker, "#")
-        answered_probe(broker, sub)
-        query(broker, {"text": "Turn on the kitchen light.", "siteId": "kitchen", "id": "say-1"}, "hermes/tts/say")
-        sub.wait_for(lambda ms: any(t == "hermes/tts/sayFinished" for t, _, _ in ms), "sayFinished")
-        [done] = [json.loads(p) for p in sub.payloads("hermes/tts/sayFinished")]
-        assert done["id"] == "say-1" and done["siteId"] == "kitchen"
-        played = np.frombuffer(speaker.read_bytes(), "<i2").astype(np.float32) / 32768
-        assert len(played) > 22050 and np.sqrt(np.mean(played ** 2)) > 0.05  # a second and more of real speech
-        echo = soxr.resample(played, 22050, 16000).astype(np.float32)
-        room.say(echo)  # the speaker heard by the microphone while the daemon is still in its tail
-        sub.wait_for(lambda ms: any(t.endswith("/speaking") and p == b"OFF" for t, p, _ in ms[-50:]), "quiet")
-        human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
-        gap = np.zeros(16000, np.float32)
-        room.say(np.concatenate([gap, human, gap, gap, echo, gap, gap]))
-        texts = [json.loads(p)["text"] for p in sub.wait_count(2, "hermes/asr/textCaptured")]
-        assert texts[0].lower().strip(".") == "they were men having no country to go back to"
-        # The same echo, heard once the daemon is quiet. Only "kitchen" is asserted: the voice samples
-        # its prior noise on every call, and tiny.en hears some renderings of "light" as "white".
-        assert "kitchen" in texts[1].lower()
-        wait_until(lambda: any(json.loads(p)["counters"].get("windows_muted", 0) >= 10
-                               for p in sub.payloads("voiced/kitchen/stats")), what="muted windows counted")
-        time.sleep(1.0)
-        assert len(sub.payloads("hermes/asr/textCaptured")) == 2  # nothing from the echo during the tail
-    finally:
-        room.stop.set()
-        proc.send_signal(signal.SIGTERM)
+    with voiced_run(tmp_path):
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            sub = subscriber_factory(broker, "#")
+            answered_probe(broker, sub)
+            query(broker, {"text": "Turn on the kitchen light.", "siteId": "kitchen", "id": "say-1"}, "hermes/tts/say")
+            sub.wait_for(lambda ms: any(t == "hermes/tts/sayFinished" for t, _, _ in ms), "sayFinished")
+            [done] = [json.loads(p) for p in sub.payloads("hermes/tts/sayFinished")]
+            assert done["id"] == "say-1" and done["siteId"] == "kitchen"
+            played = np.frombuffer(speaker.read_bytes(), "<i2").astype(np.float32) / 32768
+            assert len(played) > 22050 and np.sqrt(np.mean(played ** 2)) > 0.05  # a second and more of real speech
+            echo = soxr.resample(played, 22050, 16000).astype(np.float32)
+            room.say(echo)  # the speaker heard by the microphone while the daemon is still in its tail
+            sub.wait_for(lambda ms: any(t.endswith("/speaking") and p == b"OFF" for t, p, _ in ms[-50:]), "quiet")
+            human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+            gap = np.zeros(16000, np.float32)
+            room.say(np.concatenate([gap, human, gap, gap, echo, gap, gap]))
+            texts = [json.loads(p)["text"] for p in sub.wait_count(2, "hermes/asr/textCaptured")]
+            assert texts[0].lower().strip(".") == "they were men having no country to go back to"
+            # The same echo, heard once the daemon is quiet. Only "kitchen" is asserted: the voice samples
+            # its prior noise on every call, and tiny.en hears some renderings of "light" as "white".
+            assert "kitchen" in texts[1].lower()
+            wait_until(lambda: any(json.loads(p)["counters"].get("windows_muted", 0) >= 10
+                                   for p in sub.payloads("voiced/kitchen/stats")), what="muted windows counted")
+            time.sleep(1.0)
+            assert len(sub.payloads("hermes/asr/textCaptured")) == 2  # nothing from the echo during the tail
+        finally:
+            room.stop.set()

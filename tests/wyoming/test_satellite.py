@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,8 +31,8 @@ from wyoming.satellite import PauseSatellite, RunSatellite
 from wyoming.timer import TimerFinished, TimerStarted
 from wyoming.tts import Synthesize
 
-from tests.audio.test_alsa import _alsa_conf, file_pcm, needs_alsa
-from tests.mqtt.test_voice_daemon import REPO, Room
+from tests.audio.test_alsa import file_pcm, needs_alsa
+from tests.mqtt.test_voice_daemon import Room, voiced_run
 from tests.mqtt.test_whisper_daemon import _spoken
 from tests.support import free_port
 from tests.tts.test_playback import playback_pcm
@@ -71,14 +69,6 @@ class Satellite:
     proc: subprocess.Popen
     room: Room
     speaker: Path
-
-    def stop(self) -> None:
-        self.room.stop.set()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 @contextlib.contextmanager
@@ -122,17 +112,11 @@ area = "Den"
 {sections}
 """)
     room = Room(fifo)
-    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
-               PYTHONPATH=str(REPO))
-    with open(tmp_path / "voiced.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", "--listen-mode", "wake",
-                                 "--config", str(tmp_path / "voiced.toml")],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-        sat = Satellite(port, proc, room, speaker)
+    with voiced_run(tmp_path, "--listen-mode", "wake") as proc:
         try:
-            yield sat
+            yield Satellite(port, proc, room, speaker)
         finally:
-            sat.stop()
+            room.stop.set()
 
 
 @needs_alsa
