@@ -146,10 +146,6 @@ class HardwareProfile:
     """[threads]: ONNX Runtime threads per model."""
     alsa: AlsaDevices = field(default_factory=AlsaDevices)
     """[alsa]: default capture and playback PCMs."""
-    window_frames: int = 10
-    """10 ms frames per VAD/ASR window (10 = 100 ms)."""
-    capture_rate: int = 16_000
-    """Rate asked of the capture device."""
     realtime_priority: int = 0
     """SCHED_FIFO priority of the capture thread (1..10 with the shipped unit's LimitRTPRIO=10); 0 = off."""
     tts_release_after_phonemes: int = 150
@@ -159,10 +155,6 @@ class HardwareProfile:
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ConfigError("name", f"must be lowercase letters, digits and '-', got {self.name!r}")
-        if not 1 <= self.window_frames <= 100:
-            raise ConfigError("window_frames", f"must be within 1..100, got {self.window_frames}")
-        if not 4_000 <= self.capture_rate <= 384_000:
-            raise ConfigError("capture_rate", f"must be within 4000..384000 Hz, got {self.capture_rate}")
         if not 0 <= self.realtime_priority <= 99:
             raise ConfigError("realtime_priority", f"must be within 0..99, got {self.realtime_priority}")
         if self.tts_release_after_phonemes < 0:
@@ -252,8 +244,16 @@ def select_profile(name: str | Path | None = AUTO, paths: Sequence[Path] = DEVIC
     return load_profile(name, directory)
 
 
+_RETIRED = {"window_frames": "[audio] window_frames", "capture_rate": "[audio] capture_rate"}
+"""Keys earlier profiles had that nothing read (the config's [audio] keys always decided)."""
+
+
 def _read(path: Path, expected_name: str | None) -> HardwareProfile:
     data = read_toml(path, "hardware.profile")
+    for key in sorted(_RETIRED.keys() & data.keys()):  # a copy of an older shipped profile still loads
+        log.warning("%s: %s is not a profile key (it never took effect); set %s in the config instead",
+                    path, key, _RETIRED[key])
+        del data[key]
     profile = section_from_dict(HardwareProfile, data, "hardware", str(path))
     if expected_name is not None and profile.name != expected_name:
         raise ConfigError("hardware.name", f"must be the file's name {expected_name!r}, got {profile.name!r}",
