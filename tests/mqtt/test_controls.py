@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import voiced
+
 from tests.audio.test_alsa import needs_alsa
 from tests.mqtt.conftest import raw_publish
 from tests.support import wait_until
@@ -67,6 +69,9 @@ def test_home_assistant_switches_the_microphone_off_and_turns_the_volume_down_an
         configs = {t.split("/")[1]: json.loads(p) for t, p, _ in discovery.messages
                    if t in ("homeassistant/switch/den/microphone/config", "homeassistant/number/den/volume/config")}
         assert configs["switch"]["command_topic"] == "voiced/den/microphone/set"
+        # the device HA creates: this version, in the satellite's area ([wyoming] area = "Den")
+        device = configs["switch"]["device"]
+        assert (device["sw_version"], device["suggested_area"]) == (voiced.__version__, "Den")
         assert configs["switch"]["state_topic"] == "voiced/den/microphone"
         assert (configs["number"]["command_topic"], configs["number"]["min"], configs["number"]["max"]) == (
             "voiced/den/volume/set", 0, 100)

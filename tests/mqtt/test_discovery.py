@@ -148,6 +148,16 @@ def test_configs_offline_are_not_stored(
     assert json.loads(sub.payloads()[-1])["event_types"] == ["GetTime"]
 
 
+def test_the_device_carries_its_version_and_area_when_known() -> None:
+    plain = discovery_messages(DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY), INTENTS)
+    assert not {"sw_version", "suggested_area"} & set(plain[0].config["device"])
+    config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY, sw_version="0.1.0",
+                             suggested_area="Kitchen")
+    for message in discovery_messages(config, INTENTS, volume=True, speak=True):
+        assert message.config["device"]["sw_version"] == "0.1.0"
+        assert message.config["device"]["suggested_area"] == "Kitchen"
+
+
 def test_a_device_with_a_speaker_has_a_volume_slider_and_with_a_voice_a_notify_entity() -> None:
     config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
     without = {m.topic for m in discovery_messages(config, INTENTS)}

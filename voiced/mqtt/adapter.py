@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 
+from voiced import __version__
 from voiced.config import Config
 from voiced.core.engine import Core
 from voiced.core.events import (
@@ -93,7 +94,9 @@ class HermesAdapter:
         wake = core.models.wake
         self.discovery = Discovery(
             self.client,
-            DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic),
+            DiscoveryConfig(site_id=self.site_id, availability_topic=config.mqtt.availability_topic,
+                            sw_version=__version__,
+                            suggested_area=config.intents.site_area or config.wyoming.area or ""),
             core.models.intents.intent_names,
             wake_words=wake.labels if wake is not None else (),
             volume=core.speaker is not None,

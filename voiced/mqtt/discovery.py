@@ -80,6 +80,8 @@ class DiscoveryConfig:
     """Device name shown in HA; empty: ``voiced <site_id>``."""
     sw_version: str = ""
     """Software version shown in HA, if any."""
+    suggested_area: str = ""
+    """The area HA puts the device in when it first sees it, if any."""
 
     def __post_init__(self) -> None:
         if not self.site_id:
@@ -170,6 +172,8 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
     }
     if config.sw_version:
         device["sw_version"] = config.sw_version
+    if config.suggested_area:
+        device["suggested_area"] = config.suggested_area
     common = {
         "availability_topic": config.availability_topic,
         "payload_available": "online",
