@@ -8,6 +8,7 @@ Home Assistant would send (MQTT discovery's command topics), the real alexa head
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +150,50 @@ def test_home_assistant_notify_is_spoken_by_the_real_voice(tmp_path, broker, sub
     assert len(played) - start >= len(said) - first - 1  # the whole message, not only its start
     assert np.array_equal(played[start:start + 4000], said[first:first + 4000])
     assert counters["notify_messages"] == 2 and counters.get("spoken_failed", 0) == 1  # the long one: refused
+
+
+SLOW_SPEAKER = """import sys, time
+out = open(sys.argv[1], "ab", buffering=0)
+while chunk := sys.stdin.buffer.read(2205):  # 50 ms of 22.05 kHz int16 per 100 ms: half real time
+    out.write(chunk)
+    time.sleep(0.1)
+"""
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_the_stop_button_ends_a_long_announcement(tmp_path, broker, subscriber_factory, models) -> None:
+    """A speaker slower than real time (the file plugin writes into a pipe read at half speed) plays
+    a long announcement; Home Assistant's Stop button ends it and what was queued: the speaker
+    gets a fraction of it, the request ends interrupted, and the next message is spoken as ever."""
+    from tests.tts.joe import joe_voice_path
+    from voiced.tts import PiperVoice, SynthesisOptions
+
+    long = " ".join(f"This is sentence number {n} of a long announcement about the weather." for n in range(12))
+    voice = PiperVoice.load(joe_voice_path())
+    full = sum(c.samples.nbytes for c in voice.synthesize(long, SynthesisOptions(noise_scale=0, noise_w=0)))
+    (tmp_path / "slow.py").write_text(SLOW_SPEAKER)
+    speaker = tmp_path / "speaker.raw"
+    stats = subscriber_factory(broker, "voiced/den/stats")
+    buttons = subscriber_factory(broker, "homeassistant/button/#")
+    tts = f'voice = "{joe_voice_path()}"\nnoise_scale = 0\nnoise_w = 0'
+    with satellite(tmp_path, broker, models, speaker_file=f"|{sys.executable} {tmp_path / 'slow.py'} {speaker}",
+                   daemon="stats_interval_s = 0.5", tts=tts):
+        [config] = [json.loads(p) for p in buttons.wait_count(1)]
+        assert config["command_topic"] == "voiced/den/stop"
+        raw_publish(broker, "voiced/den/say", long.encode())
+        wait_until(lambda: speaker.exists() and speaker.stat().st_size > 20_000, timeout=60, what="speech begun")
+        raw_publish(broker, "voiced/den/stop", b"stop!")  # not what the button sends: counted, ignored
+        raw_publish(broker, "voiced/den/stop", b"PRESS")
+        wait_until(lambda: stats.payloads() and _counters(stats).get("spoken_interrupted", 0) == 1, timeout=60,
+                   what="the announcement interrupted")
+        stopped_at = speaker.stat().st_size
+        raw_publish(broker, "voiced/den/say", b"Done.")
+        wait_until(lambda: stats.payloads() and _counters(stats).get("spoken_completed", 0) == 1, timeout=60,
+                   what="the next message spoken")
+        counters = _counters(stats)
+    assert stopped_at < full / 2, (stopped_at, full)  # a fraction of it, not the whole
+    assert counters["stops_pressed"] == 1 and json.loads(stats.payloads()[-1])["mqtt"]["malformed"] >= 1
 
 
 def test_settings_are_kept_whole_and_bad_files_read_as_the_defaults(tmp_path: Path, caplog) -> None:

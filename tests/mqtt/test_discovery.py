@@ -158,11 +158,14 @@ def test_the_device_carries_its_version_and_area_when_known() -> None:
         assert message.config["device"]["suggested_area"] == "Kitchen"
 
 
-def test_a_device_with_a_speaker_has_a_volume_slider_and_with_a_voice_a_notify_entity() -> None:
+def test_a_device_with_a_speaker_has_a_volume_slider_and_a_stop_button_and_with_a_voice_a_notify_entity() -> None:
     config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
     without = {m.topic for m in discovery_messages(config, INTENTS)}
     found = {m.topic: m.config for m in discovery_messages(config, INTENTS, volume=True)}
-    assert set(found) - without == {"homeassistant/number/kitchen/volume/config"}
+    assert set(found) - without == {"homeassistant/number/kitchen/volume/config",
+                                    "homeassistant/button/kitchen/stop/config"}
+    button = found["homeassistant/button/kitchen/stop/config"]
+    assert (button["command_topic"], button["payload_press"]) == ("voiced/kitchen/stop", "PRESS")
     slider = found["homeassistant/number/kitchen/volume/config"]
     assert (slider["state_topic"], slider["command_topic"]) == ("voiced/kitchen/volume", "voiced/kitchen/volume/set")
     assert (slider["min"], slider["max"], slider["unit_of_measurement"]) == (0, 100, "%")

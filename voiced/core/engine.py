@@ -252,6 +252,14 @@ class Core:
             return None
         return self.speaker.say(text, self.config.tts.options, volume=volume, request_id=request_id, tag=tag)
 
+    def stop_speaking(self) -> bool:
+        """End what is being said and everything queued (each ends INTERRUPTED, still answered);
+        False when there is no speaker."""
+        if self.speaker is None:
+            return False
+        self.speaker.interrupt()
+        return True
+
     def play(self, chunk: AudioChunk, request_id: str | None = None, tag: object = None) -> SpeechRequest | None:
         if self.speaker is None:
             return None

@@ -39,6 +39,7 @@ from voiced.mqtt import hermes
 from voiced.mqtt.arbitration import MqttArbiter
 from voiced.mqtt.client import MqttClient
 from voiced.mqtt.discovery import (
+    BUTTON_PRESS,
     SWITCH_OFF,
     SWITCH_ON,
     Discovery,
@@ -128,6 +129,7 @@ class HermesAdapter:
                 c.subscribe(self.discovery.topics.say, self._on_notify)
             c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
             c.subscribe(self.discovery.topics.volume_set, self._on_volume_set)
+            c.subscribe(self.discovery.topics.stop, self._on_stop)
         c.subscribe(self.discovery.topics.microphone_set, self._on_microphone_set)
         c.add_connect_listener(self._publish_controls)
         c.connect()
@@ -265,6 +267,13 @@ class HermesAdapter:
             raise hermes.MalformedMessage("an empty message to speak")
         self.core.counters.add("notify_messages")
         self.core.say(text, tag=_NOTIFY)
+
+    def _on_stop(self, topic: str, payload: bytes) -> None:
+        if payload.strip().upper() != BUTTON_PRESS.encode():
+            raise hermes.MalformedMessage(f"the stop button sends {BUTTON_PRESS}, got {payload[:40]!r}")
+        log.info("stop speaking, from Home Assistant")
+        self.core.counters.add("stops_pressed")
+        self.core.stop_speaking()
 
     def _on_microphone_set(self, topic: str, payload: bytes) -> None:
         value = payload.strip().upper()

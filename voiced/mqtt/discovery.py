@@ -9,6 +9,7 @@ Entities, all with the daemon's availability topic:
 - ``switch`` *microphone* (off: nothing is heard; kept across restarts) and, with a speaker,
   ``number`` *volume* (0-100 %): set from HA on ``…/set``, their state published back.
 - ``notify`` *speak*, with a voice: HA's ``notify.send_message`` says the message aloud.
+- ``button`` *stop speaking*, with a speaker: ends what is being said and what is queued.
 
 Configs are retained under ``<prefix>/<component>/<node>/<object>/config`` and published
 again on every connection and whenever HA announces itself (``online`` on
@@ -34,6 +35,7 @@ __all__ = [
     "Component",
     "Discovery",
     "DiscoveryConfig",
+    "BUTTON_PRESS",
     "DiscoveryMessage",
     "SWITCH_OFF",
     "SWITCH_ON",
@@ -51,6 +53,7 @@ STATE_MAX_CHARS = 255
 """Home Assistant rejects longer entity states."""
 SWITCH_ON = "ON"
 SWITCH_OFF = "OFF"
+BUTTON_PRESS = "PRESS"
 
 
 class Component(StrEnum):
@@ -62,6 +65,7 @@ class Component(StrEnum):
     SWITCH = "switch"
     NUMBER = "number"
     NOTIFY = "notify"
+    BUTTON = "button"
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class StateTopics:
     """HA sets the volume here, in percent."""
     say: str
     """HA's notify messages, plain UTF-8 text to speak."""
+    stop: str
+    """HA's button presses (``PRESS``): stop speaking."""
 
 
 def state_topics(config: DiscoveryConfig) -> StateTopics:
@@ -143,6 +149,7 @@ def state_topics(config: DiscoveryConfig) -> StateTopics:
         volume=f"{base}/volume",
         volume_set=f"{base}/volume/set",
         say=f"{base}/say",
+        stop=f"{base}/stop",
     )
 
 
@@ -161,7 +168,8 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
                        wake_words: Iterable[str] = (), volume: bool = False,
                        speak: bool = False) -> list[DiscoveryMessage]:
     """The discovery configs of every entity, for the given intent names (and wake words, if any;
-    the volume with ``volume``: a device with a speaker; the notify entity with ``speak``: a voice)."""
+    the volume and the stop button with ``volume``: a device with a speaker; the notify entity with
+    ``speak``: a voice)."""
     node = config.node_id
     topics = state_topics(config)
     device: dict[str, Any] = {
@@ -201,7 +209,9 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
     ] + ([entity(Component.EVENT, "wake", "Wake word", state_topic=topics.wake,
                  event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else []) + (
         [entity(Component.NUMBER, "volume", "Volume", state_topic=topics.volume, command_topic=topics.volume_set,
-                min=0, max=100, step=5, unit_of_measurement="%", mode="slider", icon="mdi:volume-high")]
+                min=0, max=100, step=5, unit_of_measurement="%", mode="slider", icon="mdi:volume-high"),
+         entity(Component.BUTTON, "stop", "Stop speaking", command_topic=topics.stop, payload_press=BUTTON_PRESS,
+                icon="mdi:stop")]
         if volume else []) + (
         [entity(Component.NOTIFY, "speak", "Speak", command_topic=topics.say, icon="mdi:account-voice")]
         if speak else [])
