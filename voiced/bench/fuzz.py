@@ -217,7 +217,10 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, on
     voice = voice.resolve() if voice is not None else None
     wake = (f'[wake]\ndirectory = "{models / "openwakeword"}"\nmodels = ["alexa_v0.1"]\narbitration_group = "fuzz"\n'
             if models is not None else "")
-    tts = f'[tts]\nvoice = "{voice}"\nmax_text_chars = 200\nmax_pending = 4\n' if voice is not None else ""
+    # every sentence gives its memory back (as in the Wyoming part): the Speak door synthesizes any text,
+    # and RSS must show leaks, not how far Piper's arena grew for the longest sentence so far
+    tts = (f'[tts]\nvoice = "{voice}"\nmax_text_chars = 200\nmax_pending = 4\nrelease_after_phonemes = 1\n'
+           if voice is not None else "")
     with tempfile.TemporaryDirectory() as tmp, FuzzedDaemon(
             Path(tmp), wake + tts,
             # the broker logs every SUBSCRIBE: the topics fuzzed are the ones the daemon really takes
@@ -269,6 +272,9 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, on
         answered = got.wait(120)
         elapsed = time.monotonic() - t0
         stats = daemon.fresh_stats()
+        deadline = time.monotonic() + 120
+        while _speech_unanswered(stats) and time.monotonic() < deadline:
+            stats = daemon.fresh_stats()  # RSS after: once the speaker has answered every request, not mid-sentence
         rss_after = daemon.rss_mb()
         alive = daemon.alive()
         sender.loop_stop()
@@ -290,6 +296,12 @@ def fuzz_mqtt(n: int, run_seed: int, models: Path | None, voice: Path | None, on
         "daemon_rss_mb_before": round(rss_before, 1), "daemon_rss_mb_samples": rss,
         "daemon_rss_mb_after": round(rss_after, 1),
     }
+
+
+def _speech_unanswered(stats: dict[str, Any]) -> bool:
+    """The daemon's speaker still has requests to finish (queued or being said)."""
+    speaker = stats.get("speaker") or {}
+    return speaker.get("requests", 0) > sum(speaker.get(k, 0) for k in ("completed", "interrupted", "failed"))
 
 
 class FuzzPart(Enum):

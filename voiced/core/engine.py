@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from voiced.audio.frames import Window, Windower
 from voiced.audio.source import AudioSource, NullSource
@@ -186,6 +186,8 @@ class Core:
             "queued_windows": len(self.windows),
             "llm": m.llm.counts() if m.llm is not None else None,
             "cloud": m.cloud.stats(),
+            "speaker": ({**asdict(self.speaker.stats), "speaking": self.speaker.speaking}
+                        if self.speaker is not None else None),
             "stages": {i.name: {"restarts": i.restarts, "failures": i.failures, "stalled": i.stalled}
                        for i in self.supervisor.stages()},
         }
