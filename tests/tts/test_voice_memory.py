@@ -83,17 +83,17 @@ if sys.argv[4] == "alone-first":  # what one sentence at a time keeps: the arena
         list(voice.synthesize(text, quiet))
     out["alone"] = proc_rss_mb(os.getpid())
 out["after"] = []
-for _ in range(3):
+for _ in range(int(sys.argv[5])):
     pairs(texts)
     out["after"].append(proc_rss_mb(os.getpid()))
 print(json.dumps(out))
 """
 
 
-def _pairs(limit: int, words: tuple[int, ...], alone_first: bool) -> dict[str, Any]:
-    """RSS of a child synthesizing sentences of ``words`` words two at a time, three rounds."""
+def _pairs(limit: int, words: tuple[int, ...], alone_first: bool, rounds: int = 3) -> dict[str, Any]:
+    """RSS of a child synthesizing sentences of ``words`` words two at a time, ``rounds`` rounds."""
     run = subprocess.run([sys.executable, "-c", _PAIRS_CHILD, str(joe_voice_path()), str(limit),
-                          ",".join(map(str, words)), "alone-first" if alone_first else "-"],
+                          ",".join(map(str, words)), "alone-first" if alone_first else "-", str(rounds)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout)
@@ -103,9 +103,13 @@ def test_sentences_released_two_at_a_time_leave_rss_level() -> None:
     """Released memory reaches the system, not only the C heap: with every sentence released
     (``release_after_phonemes = 1``) and two synthesized at once, as two Wyoming workers do, glibc
     kept the freed blocks between live ones (+39 to +89 MB over three rounds of 12 sentences);
-    ``voiced.runtime.onnx.trim_heap`` after each release hands them back (-2 to +16 MB)."""
-    out = _pairs(1, (5, 30, 12, 24, 8, 36, 16, 20, 10, 28, 6, 33), alone_first=False)
-    assert max(out["after"]) - out["before"] < 30, out
+    ``voiced.runtime.onnx.trim_heap`` after each release hands most of them back, and
+    ``pin_mmap_threshold`` the rest: with trimming alone a round still ended 11-55 MB above the
+    lowest (10 runs of 6 rounds; one CI run failed on +32), a thread arena's top being out of
+    malloc_trim's reach; pinned, 2-4 MB (3 runs)."""
+    out = _pairs(1, (5, 30, 12, 24, 8, 36, 16, 20, 10, 28, 6, 33), alone_first=False, rounds=6)
+    levels = [out["before"], *out["after"]]
+    assert max(levels) - min(levels) < 10, out
 
 
 def test_a_sentence_started_beside_another_gives_the_arena_back() -> None:
