@@ -105,7 +105,7 @@ def test_sentences_released_two_at_a_time_leave_rss_level() -> None:
     kept the freed blocks between live ones (+39 to +89 MB over three rounds of 12 sentences);
     ``voiced.runtime.onnx.trim_heap`` after each release hands most of them back, and
     ``pin_mmap_threshold`` the rest: with trimming alone a round still ended 11-55 MB above the
-    lowest (10 runs of 6 rounds; one CI run failed on +32), a thread arena's top being out of
+    lowest (10 runs of 6-8 rounds; one CI run failed on +32), a thread arena's top being out of
     malloc_trim's reach; pinned, 2-4 MB (3 runs)."""
     out = _pairs(1, (5, 30, 12, 24, 8, 36, 16, 20, 10, 28, 6, 33), alone_first=False, rounds=6)
     levels = [out["before"], *out["after"]]
