@@ -266,3 +266,62 @@ def test_a_finished_timer_rings_and_the_wake_word_between_rings_answers_it(tmp_p
     assert unanswered == 2
     assert answered == 1
     assert detection.data["name"] == "alexa_v0.1"
+
+
+_ODD_STARTS = [  # an audio-start Home Assistant should never send, and what its error must name
+    ({"rate": 16000, "width": 2, "channels": 0}, "channels 0"),
+    ({"rate": 0, "width": 2, "channels": 1}, "rate 0"),
+    ({"rate": 10**9, "width": 2, "channels": 1}, "rate 1000000000"),
+    ({"rate": "16000", "width": 2, "channels": 1}, "rate '16000'"),
+    ({"width": 2, "channels": 1}, "rate None"),
+    ({"rate": 16000, "width": 2, "channels": 1000}, "channels 1000"),
+    ({"rate": 16000, "width": 4, "channels": 1}, "width 4"),
+]
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_odd_replies_are_answered_with_errors_and_a_frame_split_between_chunks_still_plays(tmp_path, broker,
+                                                                                           models) -> None:
+    """What Home Assistant sends the satellite to play is checked when it starts: a rate, width or
+    channel count out of range is an error naming it, and the connection lives on (channels 0
+    dropped the client with a ZeroDivisionError). A 16-bit frame split between two chunks plays
+    whole (an odd-length chunk was an error, and the reply lost)."""
+    rng = np.random.default_rng(7)
+    reply = np.round(rng.normal(0, 3000, 22050)).astype("<i2")  # 1 s: no stretch of it repeats
+    pcm = reply.tobytes()
+    with satellite(tmp_path, broker, models) as sat:
+
+        async def home_assistant() -> tuple[list[list[Event]], list[Event]]:
+            client = await _connect(sat.port, sat.proc)
+            await client.write_event(RunSatellite().event())
+            answers = []
+            for i, (data, _) in enumerate(_ODD_STARTS):
+                await client.write_event(Event(type="audio-start", data=data))
+                await client.write_event(Event(type="audio-chunk", data=data, payload=b"\x01\x00" * 100))
+                await client.write_event(AudioStop().event())
+                await client.write_event(Ping(text=str(i)).event())
+                answers.append([await _next(client)])
+                while answers[-1][-1].type != "pong":
+                    answers[-1].append(await _next(client))
+            await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
+            for i in range(0, len(pcm), 4001):  # odd lengths: every chunk ends inside a frame
+                await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4001]).event())
+            await client.write_event(AudioStop().event())
+            after = [await _next(client)]
+            while after[-1].type != "played":
+                after.append(await _next(client))
+            await client.disconnect()
+            return answers, after
+
+        answers, after = asyncio.run(home_assistant())
+        assert sat.proc.poll() is None
+        played = np.frombuffer(sat.speaker.read_bytes(), "<i2")
+    for (_, named), answer in zip(_ODD_STARTS, answers):
+        types = [e.type for e in answer]
+        assert types == ["error", "error", "error", "pong"], (named, types)  # start, then chunk and stop without one
+        assert answer[0].data["text"].startswith("audio-start") and named in answer[0].data["text"], answer[0].data
+    assert [e.type for e in after] == ["played"]
+    start = int(np.argmax(played != 0))
+    assert np.array_equal(played[start:start + len(reply)], reply)
+    assert "Traceback" not in (tmp_path / "voiced.log").read_text()

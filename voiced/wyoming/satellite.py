@@ -29,6 +29,7 @@ from voiced.audio.frames import Window
 from voiced.core.events import CoreEvent, SpeechEnded, SpeechFinished, SpeechStarted, WakeDetected
 from voiced.errors import AudioError
 from voiced.tts.audio import AudioChunk
+from voiced.wyoming.services import AudioFormat
 from voiced.wyoming.timers import Ringer
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ class SatelliteSession:
         self.streaming = False
         self._sent = 0  # samples streamed in this run
         self._recent: collections.deque[Window] = collections.deque(maxlen=PRE_ROLL_WINDOWS)
-        self._reply: list[np.ndarray] = []  # Home Assistant's audio for us to play
-        self._reply_format: tuple[int, int, int] | None = None
+        self._reply: list[bytes] = []  # Home Assistant's audio for us to play
+        self._reply_format: AudioFormat | None = None
         self._reply_bytes = 0
         config, bell = conn.server.config, conn.server.bell
         assert bell is not None  # the server loads it whenever the satellite role is offered
@@ -76,10 +77,11 @@ class SatelliteSession:
         elif t in ("voice-started", "synthesize", "transcript-start", "transcript-chunk", "transcript-stop"):
             pass  # informational: Home Assistant tells us how its pipeline goes
         elif t == "audio-start":
-            self._reply, self._reply_bytes = [], 0
-            self._reply_format = (int(event.data["rate"]), int(event.data["width"]), int(event.data["channels"]))
-            if self._reply_format[1] != 2:
-                raise AudioError(f"satellite playback takes 16-bit audio, got width {self._reply_format[1]}")
+            self._reply, self._reply_bytes, self._reply_format = [], 0, None
+            fmt = AudioFormat.from_data(event.data)  # AudioError names a rate or channel count out of range
+            if fmt.width != 2:
+                raise AudioError(f"satellite playback takes 16-bit audio, got width {fmt.width}")
+            self._reply_format = fmt
         elif t == "audio-chunk":
             self._add_reply(event)
         elif t == "audio-stop":
@@ -167,19 +169,18 @@ class SatelliteSession:
         if self._reply_format is None or event.payload is None:
             raise AudioError("audio-chunk before audio-start")
         self._reply_bytes += len(event.payload)
-        rate, width, channels = self._reply_format
-        if self._reply_bytes > self.conn.server.config.max_audio_s * rate * width * channels:
+        fmt = self._reply_format
+        if self._reply_bytes > self.conn.server.config.max_audio_s * fmt.rate * fmt.width * fmt.channels:
             self.core.counters.add("wyoming_audio_over_limit")
             return
-        self._reply.append(np.frombuffer(event.payload, "<i2").copy())
+        self._reply.append(event.payload)
 
     def _play(self) -> None:
         if self._reply_format is None:
             raise AudioError("audio-stop before audio-start")
-        rate, _, channels = self._reply_format
-        samples = np.concatenate(self._reply) if self._reply else np.zeros(0, np.int16)
-        samples = samples[:len(samples) - len(samples) % channels]
+        fmt, data = self._reply_format, b"".join(self._reply)
         self._reply, self._reply_format = [], None
-        request = self.core.play(AudioChunk(samples, rate, 2, channels), tag=self)
+        data = data[:len(data) - len(data) % (fmt.width * fmt.channels)]  # whole frames: a chunk may split one
+        request = self.core.play(AudioChunk(np.frombuffer(data, "<i2"), fmt.rate, 2, fmt.channels), tag=self)
         if request is None:  # no speaker: nothing will play, yet Home Assistant waits for played
             self.conn.send_threadsafe(Played().event())
