@@ -15,6 +15,7 @@ import contextlib
 import os
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,10 @@ async def _connect(port: int, proc: subprocess.Popen) -> AsyncTcpClient:
             assert proc.poll() is None, "voiced run exited"
             assert time.monotonic() < deadline, "the Wyoming server never listened"
             await asyncio.sleep(0.2)
+
+
+async def _listening(sat: Satellite) -> None:
+    await (await _connect(sat.port, sat.proc)).disconnect()
 
 
 async def _next(client: AsyncTcpClient, timeout: float = 30) -> Event:
@@ -287,8 +292,7 @@ def test_odd_replies_are_answered_with_errors_and_a_frame_split_between_chunks_s
     channel count out of range is an error naming it, and the connection lives on (channels 0
     dropped the client with a ZeroDivisionError). A 16-bit frame split between two chunks plays
     whole (an odd-length chunk was an error, and the reply lost)."""
-    rng = np.random.default_rng(7)
-    reply = np.round(rng.normal(0, 3000, 22050)).astype("<i2")  # 1 s: no stretch of it repeats
+    reply = _noise(1.0)
     pcm = reply.tobytes()
     with satellite(tmp_path, broker, models) as sat:
 
@@ -304,13 +308,7 @@ def test_odd_replies_are_answered_with_errors_and_a_frame_split_between_chunks_s
                 answers.append([await _next(client)])
                 while answers[-1][-1].type != "pong":
                     answers[-1].append(await _next(client))
-            await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
-            for i in range(0, len(pcm), 4001):  # odd lengths: every chunk ends inside a frame
-                await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4001]).event())
-            await client.write_event(AudioStop().event())
-            after = [await _next(client)]
-            while after[-1].type != "played":
-                after.append(await _next(client))
+            after = await _play_reply(client, pcm)
             await client.disconnect()
             return answers, after
 
@@ -322,6 +320,91 @@ def test_odd_replies_are_answered_with_errors_and_a_frame_split_between_chunks_s
         assert types == ["error", "error", "error", "pong"], (named, types)  # start, then chunk and stop without one
         assert answer[0].data["text"].startswith("audio-start") and named in answer[0].data["text"], answer[0].data
     assert [e.type for e in after] == ["played"]
-    start = int(np.argmax(played != 0))
-    assert np.array_equal(played[start:start + len(reply)], reply)
+    assert _played_last(played, reply)
     assert "Traceback" not in (tmp_path / "voiced.log").read_text()
+
+
+def _noise(seconds: float) -> np.ndarray:
+    """22,050 Hz noise: no stretch of it repeats."""
+    return np.round(np.random.default_rng(7).normal(0, 3000, int(22050 * seconds))).astype("<i2")
+
+
+async def _play_reply(client: AsyncTcpClient, pcm: bytes) -> list[Event]:
+    """Home Assistant's reply, 22,050 Hz, in chunks of odd length (every one ends inside a frame);
+    what comes back up to ``played``."""
+    await client.write_event(AudioStart(rate=22050, width=2, channels=1).event())
+    for i in range(0, len(pcm), 4001):
+        await client.write_event(AudioChunk(rate=22050, width=2, channels=1, audio=pcm[i:i + 4001]).event())
+    await client.write_event(AudioStop().event())
+    after = [await _next(client)]
+    while after[-1].type != "played":
+        after.append(await _next(client))
+    return after
+
+
+def _last_playback(speaker: Path) -> np.ndarray:
+    """What the speaker played last: the file plugin writes each playback to a new file once
+    ``speaker`` exists (speaker.0001, …)."""
+    return np.frombuffer(sorted(speaker.parent.glob(speaker.name + "*"))[-1].read_bytes(), "<i2")
+
+
+def _played_last(played: np.ndarray, reply: np.ndarray) -> bool:
+    """Whether ``reply`` begins the playback ``played`` (at its first sound)."""
+    start = int(np.argmax(played != 0))
+    return bool(np.array_equal(played[start:start + len(reply)], reply))
+
+
+_CLIENTS = 300
+
+
+@needs_alsa
+@pytest.mark.shared
+def test_generated_home_assistant_events_are_served_and_the_satellite_plays_on(tmp_path, broker, models) -> None:
+    """Clients of an armed satellite drawn by Hypothesis (``satellite_case`` of the Wyoming fuzz: replies and
+    announcements with odd formats and chunk lengths, timers with odd ids, pipeline progress, pauses, in
+    scripted or any order): each must have its closing ping answered, every byte the satellite sends must
+    parse with the ``wyoming`` library's reader with no stream out of order, and nothing may reach the log
+    as an error. Then a reply still plays, sample for sample."""
+    from hypothesis import HealthCheck, given, seed, settings
+
+    from voiced.bench.fuzz_wyoming import Verdict, judge, run_client
+    from voiced.bench.fuzz_wyoming_cases import Case, satellite_case
+
+    reply = _noise(0.5)
+    keys = "max_audio_s = 3.0\nread_timeout_s = 2.0\ntimer_rings = 1"
+    with satellite(tmp_path, broker, models, keys) as sat:
+        asyncio.run(_listening(sat))
+        verdicts: Counter[str] = Counter()
+        failures: list[tuple[str, str, list[str]]] = []
+        kinds: Counter[str] = Counter()
+
+        @seed(3)
+        @settings(max_examples=_CLIENTS, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(satellite_case())
+        def one(case: Case) -> None:
+            marker = f"satellite-{sum(verdicts.values())}"
+            seen = asyncio.run(run_client(sat.port, case, marker, 60.0))
+            verdict, events = judge(case, seen, marker)
+            verdicts[verdict.value] += 1
+            kinds.update(p.header["type"] for p in case.parts)  # type: ignore[union-attr]
+            if verdict is not Verdict.ANSWERED:
+                failures.append((verdict.value, case.summary(), [e.type for e in events]))
+
+        one()
+
+        async def home_assistant() -> list[Event]:
+            client = await _connect(sat.port, sat.proc)
+            await client.write_event(RunSatellite().event())
+            after = await _play_reply(client, reply.tobytes())
+            await client.disconnect()
+            return after
+
+        after = asyncio.run(home_assistant())
+        assert sat.proc.poll() is None
+        played = _last_playback(sat.speaker)
+    assert failures == [], failures[:3]
+    assert verdicts["answered"] == _CLIENTS, verdicts
+    assert min(kinds[t] for t in ("audio-start", "audio-chunk", "timer-finished", "run-pipeline")) >= 5, kinds
+    assert [e.type for e in after] == ["played"] and _played_last(played, reply)
+    log = (tmp_path / "voiced.log").read_text()
+    assert [line for line in log.splitlines() if line.startswith(("ERROR", "CRITICAL", "Traceback"))] == []

@@ -43,7 +43,8 @@ from voiced.bench.fuzz_wyoming_cases import (
 )
 from voiced.wyoming.connection import EventType
 
-__all__ = ["FAILED", "Seen", "Verdict", "WyomingFuzz", "fuzz_wyoming", "judge", "parse_answers", "protocol_slip"]
+__all__ = ["FAILED", "Seen", "Verdict", "WyomingFuzz", "fuzz_wyoming", "judge", "parse_answers", "protocol_slip",
+           "run_client"]
 
 
 class Verdict(Enum):
@@ -79,7 +80,8 @@ class Seen:
     hung: bool = False
 
 
-async def _client(port: int, case: Case, marker: str, timeout_s: float) -> Seen:
+async def run_client(port: int, case: Case, marker: str, timeout_s: float) -> Seen:
+    """One client: ``case`` sent, then its ending (a ping and a half-close, an RST, a stall); what came back."""
     seen = Seen()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     received = bytearray()
@@ -277,7 +279,7 @@ async def _batch(port: int, cases: list[Case], first: int, options: WyomingFuzz,
     markers = [f"fuzz-{first + i}" for i in range(len(cases))]
     stall_timeout = options.read_timeout_s + 10.0
     seen = await asyncio.gather(*(
-        _client(port, c, m, stall_timeout if c.ending is Ending.STALL else options.client_timeout_s)
+        run_client(port, c, m, stall_timeout if c.ending is Ending.STALL else options.client_timeout_s)
         for c, m in zip(cases, markers)))
     for case, s, marker in zip(cases, seen, markers):
         verdict, events = judge(case, s, marker, options.voice is not None)

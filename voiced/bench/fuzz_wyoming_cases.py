@@ -23,7 +23,7 @@ from voiced.bench.fuzz_cases import json_values
 from voiced.wyoming.connection import EventType
 
 __all__ = ["FOLLOW_UP_ANSWERS", "SECOND_MARKER", "VERSION", "Case", "Ending", "Expect", "FollowUp", "Frame", "event",
-           "follow_up_request", "ping_request", "wyoming_batches"]
+           "follow_up_request", "ping_request", "satellite_case", "wyoming_batches"]
 
 VERSION = "1.10.2"
 """The version field the ``wyoming`` library writes (ignored by the server)."""
@@ -267,6 +267,54 @@ def _case(draw: st.DrawFn) -> Case:
         return Case(kind, (*before, piece), Expect.ANY if ending is Ending.VANISH else Expect.DROPPED, ending)
     return Case(kind, (draw(st.binary(max_size=2000)),), Expect.ANY,
                 draw(st.sampled_from([Ending.PING, Ending.CLOSE, Ending.VANISH])))
+
+
+# What Home Assistant sends a satellite (``voiced.wyoming.satellite``): its reply or an announcement
+# to play, its pipeline's progress, its timers, and pauses.
+_SATELLITE_TYPES = ("run-satellite", "pause-satellite", "run-pipeline", "transcript", "voice-started",
+                    "voice-stopped", "error", "synthesize", "timer-started", "timer-updated", "timer-cancelled",
+                    "timer-finished", EventType.AUDIO_START, EventType.AUDIO_CHUNK, EventType.AUDIO_STOP,
+                    EventType.PING, EventType.DESCRIBE)
+_SATELLITE_SCRIPTS = (
+    (EventType.AUDIO_START, EventType.AUDIO_CHUNK, EventType.AUDIO_CHUNK, EventType.AUDIO_STOP),
+    ("transcript", "synthesize", EventType.AUDIO_START, EventType.AUDIO_CHUNK, EventType.AUDIO_STOP),
+    ("timer-started", "timer-updated", "timer-finished", "timer-cancelled"),
+    ("run-pipeline", "voice-started", "voice-stopped", "pause-satellite", "run-satellite"),
+    ("timer-finished",), ("run-pipeline",),
+)
+_timer_ids = st.sampled_from(["pasta", "", "x" * 300]) | st.text(max_size=8) | json_values
+
+
+def _satellite_data(type_: str) -> st.SearchStrategy[dict[str, Any]]:
+    if type_.startswith("timer-"):
+        return st.fixed_dictionaries({}, optional={"id": _timer_ids, "total_seconds": _odd_numbers,
+                                                   "name": _texts, "is_active": json_values})
+    return _data(type_)
+
+
+@st.composite
+def satellite_case(draw: st.DrawFn, max_size: int = 6) -> Case:
+    """One client of an armed satellite: ``run-satellite``, then well-framed events of Home Assistant's side
+    (a script with steps dropped, doubled or swapped, or any in any order) with odd data, then a ping that
+    must be answered. Audio to play comes in chunks of any length, frames split between them."""
+    if draw(st.booleans()):
+        types = list(draw(st.sampled_from(_SATELLITE_SCRIPTS)))
+        for edit, i in draw(st.lists(st.tuples(st.sampled_from(["drop", "double", "swap"]), st.integers(0, 9)),
+                                     max_size=3)):
+            i %= len(types)
+            if edit == "drop" and len(types) > 1:
+                del types[i]
+            elif edit == "double":
+                types.insert(i, types[i])
+            else:
+                types[i - 1], types[i] = types[i], types[i - 1]
+    else:
+        types = draw(st.lists(st.sampled_from(_SATELLITE_TYPES), min_size=1, max_size=max_size))
+    frames = [event("run-satellite")]
+    for t in types[:max_size]:
+        payload = draw(st.binary(max_size=3001)) if t == EventType.AUDIO_CHUNK else b""
+        frames.append(event(t, draw(_satellite_data(t)), payload, inline=draw(st.booleans())))
+    return Case("satellite", tuple(frames), Expect.SERVED, Ending.PING)
 
 
 def wyoming_batches(max_clients: int) -> st.SearchStrategy[list[Case]]:
