@@ -90,7 +90,7 @@ class SatelliteSession:
             self.ringer.start(str(TimerFinished.from_event(event).id))
         elif TimerStarted.is_type(t) or TimerUpdated.is_type(t) or TimerCancelled.is_type(t):
             # Home Assistant keeps the time; only the end needs us
-            log.info("wyoming: %s %s", t, event.data.get("id"))
+            log.info("wyoming: %s %r", t, event.data.get("id"))  # %r: the id is the client's, newlines and all
             self.core.counters.add("wyoming_timer_events")
         else:
             return False

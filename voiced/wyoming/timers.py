@@ -68,9 +68,9 @@ class Ringer:
         """Ring for ``timer_id`` (on the loop); a timer finishing while another rings joins its ringing."""
         self.core.counters.add("wyoming_timers_finished")
         if self.ringing:
-            log.info("wyoming: timer %s finished while another rings", timer_id)
+            log.info("wyoming: timer %r finished while another rings", timer_id)
             return
-        log.info("wyoming: timer %s finished: ringing", timer_id)
+        log.info("wyoming: timer %r finished: ringing", timer_id)
         self._stopped = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._ring())
 
