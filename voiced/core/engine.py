@@ -308,6 +308,8 @@ class Core:
             elif self._muted or not self.controls.microphone or self._speaking or self.feedback.holding():
                 # half-duplex: while we speak (and a tail after) the microphone hears ourselves
                 self.wake.settle()
+                if self._speaking or self.feedback.holding():
+                    self.wake.wait(item.end - item.start)
                 self.counters.add("windows_muted")
                 continue
             else:

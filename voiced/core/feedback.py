@@ -5,7 +5,7 @@ Wake mode only (``voiced run --listen-mode wake``, a Wyoming satellite): the bli
 one command a wake word opens. The daemon is half-duplex, so the microphone is muted from the
 wake word until the blip and ``[tts] tail_ms`` have played (with arbitration, from the claim);
 the command is heard from then on, by an endpointer that has not heard the wake word
-(``[wake] timeout_s`` still counts from the wake word). Hermes ``hermes/feedback/sound/toggleOff``
+(``[wake] timeout_s`` counts from then too). Hermes ``hermes/feedback/sound/toggleOff``
 / ``toggleOn`` silence and restore them.
 """
 

@@ -36,7 +36,7 @@ class WakeSessions:
         self.arbiter: Arbiter | None = None
         self.session: str | None = None
         """The session a wake word opened (wake mode), until its utterance ends."""
-        self._until = 0.0  # stream time by which speech must start after the wake word
+        self._until = 0.0  # stream time by which speech must start after the wake word (and our sounds)
         self._snr = SnrTracker()
         self._pending: str | None = None  # a session waiting for the arbiter
         self._held: list[ListenEvent] = []
@@ -63,6 +63,12 @@ class WakeSessions:
             self._held.append(ev)
             return True
         return False
+
+    def wait(self, seconds: float) -> None:
+        """The microphone was muted for ``seconds`` (our sound, our speech): the open session's timeout
+        waits as long, since nothing said meanwhile could be heard."""
+        if self.session is not None:
+            self._until += seconds
 
     @property
     def deciding(self) -> bool:
