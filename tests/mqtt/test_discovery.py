@@ -175,6 +175,19 @@ def test_a_device_with_a_speaker_has_a_volume_slider_and_a_stop_button_and_with_
     assert "state_topic" not in found["homeassistant/notify/kitchen/speak/config"]
 
 
+def test_a_device_with_wake_words_has_their_event_and_a_sensitivity_select() -> None:
+    config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
+    without = {m.topic for m in discovery_messages(config, INTENTS)}
+    found = {m.topic: m.config for m in discovery_messages(config, INTENTS, wake_words=["alexa_v0.1"])}
+    assert set(found) - without == {"homeassistant/event/kitchen/wake/config",
+                                    "homeassistant/select/kitchen/wake_sensitivity/config"}
+    select = found["homeassistant/select/kitchen/wake_sensitivity/config"]
+    assert select["options"] == ["Slightly sensitive", "Moderately sensitive", "Very sensitive"]
+    assert (select["state_topic"], select["command_topic"]) == ("voiced/kitchen/wake_sensitivity",
+                                                                "voiced/kitchen/wake_sensitivity/set")
+    assert select["entity_category"] == "config"  # under the device's configuration, as on HA's own satellites
+
+
 def test_state_payloads() -> None:
     config = DiscoveryConfig(site_id="kitchen", availability_topic=AVAILABILITY)
     topics = state_topics(config)

@@ -1,10 +1,12 @@
-"""What the user sets on the device from Home Assistant (the microphone switch, the volume slider), kept across restarts.
+"""What the user sets on the device from Home Assistant (the microphone switch, the volume slider, the wake
+word sensitivity), kept across restarts.
 
 A microphone switched off for privacy must stay off after a power cut, and a volume turned down
 at night must not come back loud: the settings live in ``controls.json`` in the state directory,
 written whole (a temporary file renamed over it) on every change. A missing file is the
-defaults (microphone on, ``[playback] volume``); a damaged one is logged and read as the
-defaults, never stopping the start; a disk that takes no writes keeps them in memory.
+defaults (microphone on, ``[playback] volume``, the configured wake thresholds); a damaged one is
+logged and read as the defaults, never stopping the start; a disk that takes no writes keeps them
+in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from voiced.wake.sensitivity import Sensitivity
+
 __all__ = ["CONTROLS_FILE", "Controls", "load_controls", "save_controls"]
 
 log = logging.getLogger(__name__)
@@ -23,6 +27,7 @@ log = logging.getLogger(__name__)
 CONTROLS_FILE = "controls.json"
 _MICROPHONE = "microphone"
 _VOLUME = "volume"
+_WAKE_SENSITIVITY = "wake_sensitivity"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ class Controls:
     """False: every captured window is dropped (no wake word, no VAD, nothing streamed)."""
     volume: float | None = None
     """Gain in [0, 1] of everything played; None: ``[playback] volume``."""
+    wake_sensitivity: Sensitivity = Sensitivity.MODERATELY
+    """How readily a wake word is taken; moderately: the configured thresholds."""
 
 
 def load_controls(path: Path) -> Controls:
@@ -53,7 +60,12 @@ def load_controls(path: Path) -> Controls:
                                or not math.isfinite(volume) or not 0 <= volume <= 1):
         log.warning("%s: volume %r is not within 0..1: [playback] volume is used", path, volume)
         volume = None
-    return Controls(microphone, None if volume is None else float(volume))
+    sensitivity = data.get(_WAKE_SENSITIVITY, Sensitivity.MODERATELY.value)
+    if sensitivity not in tuple(Sensitivity):
+        log.warning("%s: wake sensitivity %r is not one of %s: the configured thresholds are used", path,
+                    sensitivity, ", ".join(Sensitivity))
+        sensitivity = Sensitivity.MODERATELY
+    return Controls(microphone, None if volume is None else float(volume), Sensitivity(sensitivity))
 
 
 def save_controls(path: Path, controls: Controls) -> bool:
@@ -61,7 +73,8 @@ def save_controls(path: Path, controls: Controls) -> bool:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp.write_text(json.dumps({_MICROPHONE: controls.microphone, _VOLUME: controls.volume}), "utf-8")
+        temp.write_text(json.dumps({_MICROPHONE: controls.microphone, _VOLUME: controls.volume,
+                                    _WAKE_SENSITIVITY: controls.wake_sensitivity.value}), "utf-8")
         os.replace(temp, path)
         return True
     except OSError as exc:

@@ -54,6 +54,7 @@ from voiced.runtime.supervisor import StageContext, Supervisor
 from voiced.stages import Counters, DropOldestQueue
 from voiced.tts import AlsaPlayer, Speaker, SpeakerConfig, SpeechRequest
 from voiced.tts.audio import AudioChunk
+from voiced.wake import Sensitivity
 from voiced.wake.arbitration import Arbiter
 
 __all__ = ["Core", "WindowTap"]
@@ -115,6 +116,7 @@ class Core:
         if not self.controls.microphone:
             log.info("the microphone is switched off (%s): nothing is heard until it is switched on",
                      self._controls_path)
+        self._apply_wake_sensitivity()
         self.windows: DropOldestQueue[object] = DropOldestQueue(config.audio.queue_windows, self.counters, "windows_dropped")
         self.utterances: DropOldestQueue[Utterance] = DropOldestQueue(100, self.counters, "utterances_dropped")
         self.intent_stage = IntentStage(self.models, self.counters, self._emit)
@@ -226,7 +228,7 @@ class Core:
     def set_microphone(self, on: bool) -> None:
         """The user's switch (Home Assistant): off drops every window until it is on again, across
         restarts. Apart from ``set_listening``, which dialogue managers toggle per session."""
-        self._set_controls(Controls(on, self.controls.volume))
+        self._set_controls(replace(self.controls, microphone=on))
 
     def set_volume(self, volume: float) -> None:
         """The gain of everything played from now on, in [0, 1], across restarts."""
@@ -234,12 +236,22 @@ class Core:
             raise ConfigError("volume", f"must be within 0..1, got {volume!r}")
         if self.speaker is not None:
             self.speaker.player.volume = volume
-        self._set_controls(Controls(self.controls.microphone, volume))
+        self._set_controls(replace(self.controls, volume=volume))
+
+    def set_wake_sensitivity(self, level: Sensitivity) -> None:
+        """How readily the wake words are taken from the next window on, across restarts."""
+        self._set_controls(replace(self.controls, wake_sensitivity=level))
+        self._apply_wake_sensitivity()
+
+    def _apply_wake_sensitivity(self) -> None:
+        detector, stream = self.models.wake, self.wake.stream
+        if detector is not None and stream is not None:  # the listen thread reads the rules whole, once per frame
+            stream.config = detector.config.at(self.controls.wake_sensitivity)
 
     def _set_controls(self, controls: Controls) -> None:
         self.controls = controls
         save_controls(self._controls_path, controls)
-        self._emit(ControlsChanged(controls.microphone, self.volume))
+        self._emit(ControlsChanged(controls.microphone, self.volume, controls.wake_sensitivity))
 
     def set_wake(self, enabled: bool) -> None:
         self.wake.enabled = enabled

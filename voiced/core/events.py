@@ -13,7 +13,7 @@ from enum import Enum
 
 from voiced.intents import Intent
 from voiced.tts.requests import SpeechRequest
-from voiced.wake import Detection
+from voiced.wake import Detection, Sensitivity
 
 __all__ = [
     "CoreEvent",
@@ -181,11 +181,12 @@ class SpeechFinished:
 
 @dataclass(frozen=True)
 class ControlsChanged:
-    """The microphone switch or the volume was set (by any adapter); saved already."""
+    """The microphone switch, the volume or the wake word sensitivity was set (by any adapter); saved already."""
 
     microphone: bool
     volume: float
     """The gain everything is played with now, in [0, 1]."""
+    wake_sensitivity: Sensitivity
 
 
 CoreEvent = (SpeechStarted | PartialTranscript | SpeechEnded | Transcript | TranscriptCorrected | IntentRecognized

@@ -89,6 +89,11 @@ class WakeSessions:
 
     # -- detections and decisions --------------------------------------------------------------
 
+    def _threshold(self, detection: Detection) -> float:
+        """The threshold ``detection`` passed: its head's, at the sensitivity Home Assistant set."""
+        assert self.stream is not None  # detections come from it
+        return self.stream.config.threshold_for(detection.label)
+
     def _detected(self, detection: Detection, now: float) -> None:
         core = self.core
         session = str(uuid.uuid4())
@@ -97,7 +102,7 @@ class WakeSessions:
             core.listener = core.models.new_listener()  # a fresh endpointer: the wake word is not part of the utterance
             self.session, self._until = session, now + core.config.wake.timeout_s
         if self.arbiter is None:
-            core._emit(WakeDetected(detection, session, core.config.wake.threshold))
+            core._emit(WakeDetected(detection, session, self._threshold(detection)))
             return
         self._pending, self._held = session, []
         claim = Claim(core.config.site.id, detection.label, detection.score, self._snr.snr_db(), session)
@@ -110,7 +115,7 @@ class WakeSessions:
         self._pending, held, self._held = None, self._held, []
         if won:
             core.counters.add("wake_arbitration_won")
-            core._emit(WakeDetected(detection, session, core.config.wake.threshold))
+            core._emit(WakeDetected(detection, session, self._threshold(detection)))
             for ev in held:
                 core._on_listen_event(ev)
             return

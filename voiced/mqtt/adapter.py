@@ -53,6 +53,7 @@ from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
 from voiced.tts.audio import wav_to_chunk
 from voiced.tts.requests import RequestKind
+from voiced.wake.sensitivity import Sensitivity
 
 __all__ = ["HermesAdapter"]
 
@@ -120,6 +121,7 @@ class HermesAdapter:
         if self.core.models.wake is not None:
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_ON, self._on_hotword_toggle)
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_OFF, self._on_hotword_toggle)
+            c.subscribe(self.discovery.topics.wake_sensitivity_set, self._on_wake_sensitivity_set)
         if self.core.config.feedback.any:
             c.subscribe(hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON, self._on_sound_toggle)
             c.subscribe(hermes.Topic.FEEDBACK_SOUND_TOGGLE_OFF, self._on_sound_toggle)
@@ -194,11 +196,13 @@ class HermesAdapter:
             self._publish_controls()
 
     def _publish_controls(self) -> None:
-        """The switch's and the slider's state, retained: on every connection and after every change."""
+        """The switch's, the slider's and the select's state, retained: on every connection and after every change."""
         topics = self.discovery.topics
         self.client.publish_state(topics.microphone, SWITCH_ON if self.core.controls.microphone else SWITCH_OFF)
         if self.core.speaker is not None:
             self.client.publish_state(topics.volume, f"{round(self.core.volume * 100)}")
+        if self.core.models.wake is not None:
+            self.client.publish_state(topics.wake_sensitivity, self.core.controls.wake_sensitivity.value)
 
     def _on_spoken(self, ev: SpeechFinished) -> None:
         """Answer the requests this adapter made (another adapter's are its own business)."""
@@ -292,6 +296,14 @@ class HermesAdapter:
             raise hermes.MalformedMessage(f"the volume must be within 0..100 %, got {percent}")
         log.info("volume set to %g %% from Home Assistant", percent)
         self.core.set_volume(percent / 100)
+
+    def _on_wake_sensitivity_set(self, topic: str, payload: bytes) -> None:
+        level = payload.strip().decode("utf-8", "replace")
+        if level not in tuple(Sensitivity):
+            raise hermes.MalformedMessage(f"the wake word sensitivity is one of {', '.join(Sensitivity)}, "
+                                          f"got {payload[:40]!r}")
+        log.info("wake word sensitivity set to %s from Home Assistant", level)
+        self.core.set_wake_sensitivity(Sensitivity(level))
 
     def _on_sound_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON)

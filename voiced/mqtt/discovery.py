@@ -6,8 +6,9 @@ Entities, all with the daemon's availability topic:
 - ``sensor`` *transcript*: the last transcript (HA keeps at most 255 characters of state;
   the full text and details are in the JSON attributes).
 - ``binary_sensor`` *listening* and *speaking*.
-- ``switch`` *microphone* (off: nothing is heard; kept across restarts) and, with a speaker,
-  ``number`` *volume* (0-100 %): set from HA on ``…/set``, their state published back.
+- ``switch`` *microphone* (off: nothing is heard; kept across restarts), with a speaker
+  ``number`` *volume* (0-100 %), with wake words ``select`` *wake word sensitivity*
+  (``voiced.wake.sensitivity``): set from HA on ``…/set``, their state published back.
 - ``notify`` *speak*, with a voice: HA's ``notify.send_message`` says the message aloud.
 - ``button`` *stop speaking*, with a speaker: ends what is being said and what is queued.
 
@@ -30,6 +31,7 @@ from typing import Any
 from voiced.errors import ConfigError
 from voiced.intents import Intent
 from voiced.mqtt.client import MqttClient
+from voiced.wake.sensitivity import Sensitivity
 
 __all__ = [
     "Component",
@@ -66,6 +68,7 @@ class Component(StrEnum):
     NUMBER = "number"
     NOTIFY = "notify"
     BUTTON = "button"
+    SELECT = "select"
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,10 @@ class StateTopics:
     """The volume in percent (``55``)."""
     volume_set: str
     """HA sets the volume here, in percent."""
+    wake_sensitivity: str
+    """The wake word sensitivity's level (``Moderately sensitive``)."""
+    wake_sensitivity_set: str
+    """HA sets the level here."""
     say: str
     """HA's notify messages, plain UTF-8 text to speak."""
     stop: str
@@ -148,6 +155,8 @@ def state_topics(config: DiscoveryConfig) -> StateTopics:
         microphone_set=f"{base}/microphone/set",
         volume=f"{base}/volume",
         volume_set=f"{base}/volume/set",
+        wake_sensitivity=f"{base}/wake_sensitivity",
+        wake_sensitivity_set=f"{base}/wake_sensitivity/set",
         say=f"{base}/say",
         stop=f"{base}/stop",
     )
@@ -207,7 +216,10 @@ def discovery_messages(config: DiscoveryConfig, intent_names: Iterable[str],
                command_topic=topics.microphone_set, payload_on=SWITCH_ON, payload_off=SWITCH_OFF,
                icon="mdi:microphone-settings"),
     ] + ([entity(Component.EVENT, "wake", "Wake word", state_topic=topics.wake,
-                 event_types=sorted(set(wake_words)), icon="mdi:microphone-message")] if wake_words else []) + (
+                 event_types=sorted(set(wake_words)), icon="mdi:microphone-message"),
+          entity(Component.SELECT, "wake_sensitivity", "Wake word sensitivity", state_topic=topics.wake_sensitivity,
+                 command_topic=topics.wake_sensitivity_set, options=list(Sensitivity), entity_category="config",
+                 icon="mdi:account-voice")] if wake_words else []) + (
         [entity(Component.NUMBER, "volume", "Volume", state_topic=topics.volume, command_topic=topics.volume_set,
                 min=0, max=100, step=5, unit_of_measurement="%", mode="slider", icon="mdi:volume-high"),
          entity(Component.BUTTON, "stop", "Stop speaking", command_topic=topics.stop, payload_press=BUTTON_PRESS,

@@ -2,5 +2,6 @@
 
 from voiced.wake.detector import Detection, WakeConfig, WakeDetector, WakeStream
 from voiced.wake.model import WakeHead, WakeModel
+from voiced.wake.sensitivity import Sensitivity
 
-__all__ = ["Detection", "WakeConfig", "WakeDetector", "WakeHead", "WakeModel", "WakeStream"]
+__all__ = ["Detection", "Sensitivity", "WakeConfig", "WakeDetector", "WakeHead", "WakeModel", "WakeStream"]

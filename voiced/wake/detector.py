@@ -16,12 +16,13 @@ no score for the first ``warmup_frames``, as openWakeWord zeroes its first 5).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from voiced.errors import ConfigError
 from voiced.wake.model import FRAME_SAMPLES, MEL_CONTEXT, WakeModel
+from voiced.wake.sensitivity import Sensitivity, sensitive_threshold
 
 __all__ = ["Detection", "WakeConfig", "WakeDetector", "WakeStream"]
 
@@ -56,6 +57,11 @@ class WakeConfig:
     def threshold_for(self, label: str) -> float:
         return self.thresholds.get(label, self.threshold)
 
+    def at(self, level: Sensitivity) -> WakeConfig:
+        """These rules with every threshold moved to ``level`` (see ``voiced.wake.sensitivity``)."""
+        return replace(self, threshold=sensitive_threshold(self.threshold, level),
+                       thresholds={k: sensitive_threshold(v, level) for k, v in self.thresholds.items()})
+
 
 @dataclass(frozen=True)
 class Detection:
@@ -86,6 +92,8 @@ class WakeStream:
 
     def __init__(self, detector: WakeDetector) -> None:
         self._detector = detector
+        self.config = detector.config
+        """The rules this stream detects by (the detector's; swapped whole when the sensitivity changes)."""
         self.reset()
 
     def reset(self) -> None:
@@ -125,7 +133,7 @@ class WakeStream:
         self._embeddings = self._embeddings[-model.max_frames:]
 
     def _decide(self, scores: dict[str, float]) -> Iterator[Detection]:
-        config = self._detector.config
+        config = self.config
         now = self.frames * FRAME_S
         for label, score in scores.items():
             if self.frames <= config.warmup_frames or now < self._quiet_until[label]:
