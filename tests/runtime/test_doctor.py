@@ -305,3 +305,26 @@ def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: 
     read_only = check()
     assert read_only.status is CheckStatus.WARN and "read-only disk" in read_only.message
     assert "remount it read-write" in read_only.fix
+
+
+def test_a_microphone_switched_off_from_home_assistant_is_warned(tmp_path: Path) -> None:
+    """"It stopped listening": the first thing to know is whether someone switched its microphone off in
+    Home Assistant; the doctor reads the daemon's own ``controls.json`` and says how to switch it back."""
+    from voiced.core.controls import CONTROLS_FILE, Controls, save_controls
+    from voiced.wake import Sensitivity
+
+    state = tmp_path / "state"
+    config = tmp_path / "voiced.toml"
+    config.write_text(f'[site]\nid = "den"\n[daemon]\nstate_dir = "{state}"\n')
+
+    def check() -> Check:
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["controls"]
+
+    assert check().status is CheckStatus.OK and "nothing set from Home Assistant" in check().message
+    save_controls(state / CONTROLS_FILE, Controls(microphone=False, volume=0.4, wake_sensitivity=Sensitivity.VERY))
+    off = check()
+    assert off.status is CheckStatus.WARN and "switched off from Home Assistant" in off.message
+    assert "volume 40 %" in off.message and "very sensitive" in off.message
+    assert off.fix is not None and "voiced/den/microphone/set" in off.fix
+    save_controls(state / CONTROLS_FILE, Controls())
+    assert check().status is CheckStatus.OK and check().message.startswith("microphone on, [playback] volume")

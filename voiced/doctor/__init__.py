@@ -5,14 +5,16 @@ file; the capture device and the rates it opens at (and the playback device); mo
 the Piper voice's included (present, loadable, and their checksums when
 ``voiced.models.manifest`` offers ``verify_model_file``); the sounds it plays of its own (a
 satellite's timer bell, the feedback sounds); the
-intents (off, or how many load from where); the broker (a TCP connect); the state directory (writable, and whether its disk takes writes); the CPU governor;
+intents (off, or how many load from where); the broker (a TCP connect); the state directory (writable, and whether its disk takes writes);
+what Home Assistant set on the device (a microphone switched off there is a warning); the CPU governor;
 and that pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO
 for capture). Any ``FAIL`` makes the exit code 1. The setup's checks are in ``setup``, the
 machine's in ``machine``.
 
 Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
 ``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
-``mqtt.host``, ``mqtt.port``, ``daemon.state_dir``, ``playback.device``, ``tts.voice`` and
+``mqtt.host``, ``mqtt.port``, ``mqtt.availability_topic``, ``site.id``, ``daemon.state_dir``,
+``playback.device``, ``tts.voice`` and
 ``wyoming`` and ``feedback`` of a config object.
 """
 
@@ -27,7 +29,15 @@ from typing import Any
 
 from voiced.doctor.machine import check_capture, check_governor, check_playback, check_profile
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
-from voiced.doctor.setup import check_broker, check_intents, check_models, check_sounds, check_state, load_config
+from voiced.doctor.setup import (
+    check_broker,
+    check_controls,
+    check_intents,
+    check_models,
+    check_sounds,
+    check_state,
+    load_config,
+)
 from voiced.runtime.hardware import AUTO as AUTO_PROFILE
 from voiced.tts.playconfig import DEFAULT_PCM
 
@@ -67,6 +77,8 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         checks.append(check_intents(config, where))
         checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
         checks.append(check_state(config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir(), where))
+        checks.append(check_controls(config.daemon.resolved_state_dir(), config.site.id,
+                                     config.mqtt.availability_topic))
     checks += check_governor(options.cpufreq_root)
     checks += profile_checks
     # The daemon plays through [playback] device, else through the profile's PCM.
