@@ -165,22 +165,28 @@ _SCRIPTS = (
 )
 
 
+def _edited(draw: st.DrawFn, script: tuple[str, ...]) -> list[str]:
+    """``script`` with up to three steps dropped, doubled or swapped."""
+    types = list(script)
+    for edit, i in draw(st.lists(st.tuples(st.sampled_from(["drop", "double", "swap"]), st.integers(0, 9)),
+                                 max_size=3)):
+        if not types:
+            break
+        i %= len(types)
+        if edit == "drop":
+            del types[i]
+        elif edit == "double":
+            types.insert(i, types[i])
+        else:
+            types[i - 1], types[i] = types[i], types[i - 1]
+    return types
+
+
 @st.composite
 def _events(draw: st.DrawFn, max_size: int = 6) -> list[Frame]:
     """Well-framed events: a real request's script with steps dropped, doubled or swapped, or any types in any order."""
     if draw(st.booleans()):
-        types = list(draw(st.sampled_from(_SCRIPTS)))
-        for edit, i in draw(st.lists(st.tuples(st.sampled_from(["drop", "double", "swap"]), st.integers(0, 9)),
-                                     max_size=3)):
-            if not types:
-                break
-            i %= len(types)
-            if edit == "drop":
-                del types[i]
-            elif edit == "double":
-                types.insert(i, types[i])
-            else:
-                types[i - 1], types[i] = types[i], types[i - 1]
+        types = _edited(draw, draw(st.sampled_from(_SCRIPTS)))
     else:
         types = draw(st.lists(st.sampled_from(_TYPES) | st.text(min_size=1, max_size=12), min_size=1,
                               max_size=max_size))
@@ -298,16 +304,7 @@ def satellite_case(draw: st.DrawFn, max_size: int = 6) -> Case:
     (a script with steps dropped, doubled or swapped, or any in any order) with odd data, then a ping that
     must be answered. Audio to play comes in chunks of any length, frames split between them."""
     if draw(st.booleans()):
-        types = list(draw(st.sampled_from(_SATELLITE_SCRIPTS)))
-        for edit, i in draw(st.lists(st.tuples(st.sampled_from(["drop", "double", "swap"]), st.integers(0, 9)),
-                                     max_size=3)):
-            i %= len(types)
-            if edit == "drop" and len(types) > 1:
-                del types[i]
-            elif edit == "double":
-                types.insert(i, types[i])
-            else:
-                types[i - 1], types[i] = types[i], types[i - 1]
+        types = _edited(draw, draw(st.sampled_from(_SATELLITE_SCRIPTS)))
     else:
         types = draw(st.lists(st.sampled_from(_SATELLITE_TYPES), min_size=1, max_size=max_size))
     frames = [event("run-satellite")]
