@@ -197,6 +197,31 @@ def test_home_assistant_drives_the_satellite_wake_word_to_played(tmp_path, broke
     assert quiet == []
 
 
+@needs_alsa
+@pytest.mark.shared
+def test_a_wake_word_with_no_command_after_it_ends_the_stream_at_the_timeout(tmp_path, broker, models,
+                                                                            speech) -> None:
+    """"Alexa", then nothing: the satellite's stream ends when ``[wake] timeout_s`` (5 s) runs out with no
+    speech, not after ``max_audio_s`` (20 s here) of silence Home Assistant has to transcribe."""
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    with satellite(tmp_path, broker, models, "max_audio_s = 20.0") as sat:
+
+        async def home_assistant() -> list[Event]:
+            client = await _connect(sat.port, sat.proc)
+            await client.write_event(RunSatellite().event())
+            sat.room.say(np.concatenate([np.zeros(16000, np.float32), alexa]))  # silence from then on
+            got = [await _next(client, 60)]
+            while got[-1].type != "audio-stop":
+                got.append(await _next(client))
+            await client.disconnect()
+            return got
+
+        got = asyncio.run(home_assistant())
+    assert [e.type for e in got[:3]] == ["detection", "run-pipeline", "audio-start"]
+    streamed = sum(len(e.payload or b"") for e in got if e.type == "audio-chunk") / 2 / 16000
+    assert 5.0 <= streamed < 7.0, streamed  # the timeout after the wake word, plus the pre-roll
+
+
 _T = np.arange(4800) / 16000
 BELL = np.round(0.4 * 32767 * np.sin(2 * np.pi * (600 + 1000 * _T) * _T)).astype("<i2")
 """0.3 s sweeping up from 600 Hz: no stretch of it repeats within it."""

@@ -3,8 +3,8 @@
 ``run-satellite`` arms it. A wake word (or, without wake word models, the VAD's speech start)
 triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then our capture
 (with its pre-roll) as ``audio-start``/``audio-chunk`` until our endpointer ends the speech
-(``audio-stop``) or Home Assistant says it has heard enough (``transcript``, ``voice-stopped``,
-``error``). Home Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``:
+or no speech follows the wake word within ``[wake] timeout_s`` (``audio-stop``), or Home
+Assistant says it has heard enough (``transcript``, ``voice-stopped``, ``error``). Home Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``:
 played through our speaker (capture muted meanwhile, as in the daemon), answered by ``played``.
 ``pause-satellite`` disarms it. Home Assistant's voice timers ring here when they finish
 (``voiced.wyoming.timers``).
@@ -26,7 +26,15 @@ from wyoming.timer import TimerCancelled, TimerFinished, TimerStarted, TimerUpda
 from wyoming.wake import Detection as WyDetection
 
 from voiced.audio.frames import Window
-from voiced.core.events import CoreEvent, SpeechEnded, SpeechFinished, SpeechStarted, WakeDetected
+from voiced.core.events import (
+    CoreEvent,
+    SessionEnded,
+    SessionReason,
+    SpeechEnded,
+    SpeechFinished,
+    SpeechStarted,
+    WakeDetected,
+)
 from voiced.errors import AudioError
 from voiced.tts.audio import AudioChunk
 from voiced.wyoming.services import AudioFormat
@@ -52,6 +60,7 @@ class SatelliteSession:
         self.core = conn.server.core
         self.running = False
         self.streaming = False
+        self._session: str | None = None  # the wake word's session this run streams, if one opened it
         self._sent = 0  # samples streamed in this run
         self._recent: collections.deque[Window] = collections.deque(maxlen=PRE_ROLL_WINDOWS)
         self._reply: list[bytes] = []  # Home Assistant's audio for us to play
@@ -120,15 +129,18 @@ class SatelliteSession:
 
     def _on_core_event(self, ev: CoreEvent) -> None:
         if isinstance(ev, WakeDetected):
-            self._trigger(ev.detection.label)
+            self._trigger(ev.detection.label, session=ev.session_id)
         elif isinstance(ev, SpeechStarted) and self.core.models.wake is None:
             self._trigger(None)
         elif isinstance(ev, SpeechEnded) and self.streaming:
             self._end_stream()
+        elif (isinstance(ev, SessionEnded) and ev.reason is SessionReason.TIMEOUT and self.streaming
+              and ev.session_id == self._session):
+            self._end_stream()  # no speech after the wake word ([wake] timeout_s): Home Assistant need not wait
         elif isinstance(ev, SpeechFinished) and ev.request.tag is self:
             self.conn.send_threadsafe(Played().event())
 
-    def _trigger(self, wake_word: str | None, send_run: bool = True) -> None:
+    def _trigger(self, wake_word: str | None, send_run: bool = True, session: str | None = None) -> None:
         self.ringer.stop_threadsafe(self.conn.server.loop)  # the wake word between rings answers the timer
         if not self.running or self.streaming:
             return
@@ -139,7 +151,7 @@ class SatelliteSession:
             send(RunPipeline(start_stage=PipelineStage.ASR, end_stage=PipelineStage.TTS,
                              wake_word_name=wake_word).event())
         send(AudioStart(rate=RATE, width=2, channels=1).event())
-        self.streaming, self._sent = True, 0
+        self.streaming, self._sent, self._session = True, 0, session
         self.core.counters.add("wyoming_satellite_pipelines")
         for window in tuple(self._recent):  # the pre-roll: speech began before the trigger
             self._stream(window)
