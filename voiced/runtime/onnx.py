@@ -162,8 +162,8 @@ def pin_mmap_threshold() -> None:
     ``trim_heap`` returns free pages inside the heaps, not a thread arena's top. The joe voice, two
     sentences at a time, each released, RSS after each of 8 rounds of 12 sentences: 144-199 MB
     with the moving threshold, 143-144 MB pinned at 1 MB from the start (``MALLOC_MMAP_THRESHOLD_``),
-    CPU alike (40.5/41.8/37.8 vs 40.0/39.1 s); pinned here, before the first release, rounds stay
-    within 2-4 MB. Whisper tiny.en on 40 hifitts files: 7.42 vs 7.30 s of CPU (median of 3)."""
+    CPU alike (40.0/39.1 s pinned, 40.5/41.8/37.8 s not); pinned here, before the first release, rounds stay
+    within 2-4 MB. Whisper tiny.en on 40 hifitts files: 7.30 s of CPU pinned, 7.42 s not (median of 3)."""
     mallopt = _glibc("mallopt")
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
