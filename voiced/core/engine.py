@@ -314,13 +314,14 @@ class Core:
             if item is None:
                 continue
             events: list[ListenEvent] = []
+            # half-duplex: while we speak or a wake sound is due (and a tail after) the microphone hears ourselves
+            ours = self._speaking or self.feedback.holding()
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
                 expected = None
-            elif self._muted or not self.controls.microphone or self._speaking or self.feedback.holding():
-                # half-duplex: while we speak (and a tail after) the microphone hears ourselves
+            elif ours or self._muted or not self.controls.microphone:
                 self.wake.settle()
-                if self._speaking or self.feedback.holding():
+                if ours:  # nothing said now can be heard: the wake session's timeout waits too
                     self.wake.wait(item.end - item.start)
                 self.counters.add("windows_muted")
                 continue
