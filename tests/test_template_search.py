@@ -32,11 +32,25 @@ lists:
 VOCAB = [" turn", " on", " the", " lamp", ".", ",", " lost", " kitchen", " light"]
 
 
+def _cached(tokens: np.ndarray, k, offset: int) -> tuple[list[int], object]:
+    """The fakes' cache: token ids (+1, so that none is 0) at their positions of a [1, 1, n_text_ctx, 1]
+    K cache, as the real one holds each position's K there. Returns the whole history and the cache with
+    ``tokens`` written after it; positions past the history must be zeros, as in a real cache."""
+    import onnxruntime as ort
+
+    cache = k.numpy().copy()
+    assert not cache[0, 0, offset:].any(), "the cache holds more than the tokens before offset"
+    history = [int(t) - 1 for t in cache[0, 0, :offset, 0]] + tokens[0].tolist()
+    cache[0, 0, offset:offset + tokens.shape[1], 0] = tokens[0] + 1
+    return history, ort.OrtValue.ortvalue_from_numpy(cache)
+
+
 class _Scripted:
-    """Just what the search uses of WhisperModel: eot, n_text_ctx, text() and decode_step()."""
+    """Just what the search uses of WhisperModel: eot, the cache's sizes, text() and decode_step()."""
 
     eot = len(VOCAB)
     n_text_ctx = 448
+    n_text_layer = n_text_state = 1
 
     def __init__(self) -> None:
         self.seen: list[str] = []
@@ -47,7 +61,7 @@ class _Scripted:
 
     def decode_step(self, tokens: np.ndarray, k, v, cross_k, cross_v, offset: int):
         row = np.full(len(VOCAB) + 1, -8.0, np.float32)
-        history = (k or []) + tokens[0].tolist()
+        history, cache = _cached(tokens, k, offset)
         self.seen.append(self.text(history))
         row[VOCAB.index(".")] = 0.0  # the traps: a full stop first, a comma after a comma
         row[VOCAB.index(",")] = 0.0 if self.text(history).endswith(",") else -3.0
@@ -58,7 +72,7 @@ class _Scripted:
             row[VOCAB.index(wanted)] = -1.0
         else:
             row[self.eot] = -0.2
-        return row[np.newaxis, np.newaxis], history, history
+        return row[np.newaxis, np.newaxis], cache, cache
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +110,7 @@ class _Table:
         self.vocab, self.table = vocab, table
         self.eot = len(vocab)
         self.n_text_ctx = 448
+        self.n_text_layer = self.n_text_state = 1
         self.calls = 0
 
     def text(self, tokens: list[int]) -> str:
@@ -103,11 +118,11 @@ class _Table:
 
     def decode_step(self, tokens: np.ndarray, k, v, cross_k, cross_v, offset: int):
         self.calls += 1
-        history = (k or []) + tokens[0].tolist()
+        history, cache = _cached(tokens, k, offset)
         row = np.full(len(self.vocab) + 1, -9.0, np.float32)
         for word, logp in self.table.get(self.text(history[1:]).strip(), {}).items():
             row[self.eot if word == "<eot>" else self.vocab.index(word)] = logp
-        return row[np.newaxis, np.newaxis], history, history
+        return row[np.newaxis, np.newaxis], cache, cache
 
 
 def test_search_goes_on_past_a_short_sentence_for_a_longer_more_probable_one(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from voiced.asr.logprob import log_softmax
+from voiced.asr.whisper_prefix import CachedTokens, PrefixCaches
 from voiced.sentencespace import Following, SentenceSpace, SpaceWalker, words_of
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class _Hyp:
     walker: SpaceWalker
     row: np.ndarray | None = None
     """Log-probabilities of the next token; None until the decoder has been run for the last token."""
-    cache: tuple[object, object] | None = None
+    cache: CachedTokens | None = None
     """The decoder's self-attention K/V after the tokens before the last; None once the hypothesis
     is finished (end of text chosen)."""
 
@@ -199,18 +200,17 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
 
     from voiced.asr.whisper_model import TOKENS_PER_SECOND
 
-    logits, k_cache, v_cache = model.decode_step(np.array([initial], np.int64), None, None, cross_k, cross_v, 0)
+    caches = PrefixCaches(model)  # each hypothesis keeps its own positions only, not a whole cache
+    logits, cached = caches.step(initial, None, cross_k, cross_v)
     limit = min(int(num_frames / 100.0 * TOKENS_PER_SECOND), model.n_text_ctx // 2 - len(initial))
     order = itertools.count()  # ties: the earlier first
-    root = _Hyp([], [], 0.0, space.walker(wildcards=False), log_softmax(logits[0, -1]), (k_cache, v_cache))
+    root = _Hyp([], [], 0.0, space.walker(wildcards=False), log_softmax(logits[0, -1]), cached)
     queue: list[tuple[float, int, _Hyp]] = [(0.0, next(order), root)]
     steps = 0
 
     def extend(hyp: _Hyp) -> None:  # one decoder call for the token that made this hypothesis
-        k, v = hyp.cache  # type: ignore[misc]
-        logits, k, v = model.decode_step(np.array([[hyp.tokens[-1]]], np.int64), k, v, cross_k, cross_v,
-                                         len(initial) + len(hyp.tokens) - 1)
-        hyp.row, hyp.cache = log_softmax(logits[0, -1]), (k, v)
+        logits, cached = caches.step([hyp.tokens[-1]], hyp.cache, cross_k, cross_v)
+        hyp.row, hyp.cache = log_softmax(logits[0, -1]), cached
 
     def children(hyp: _Hyp, cap: int) -> list[_Hyp]:
         found = []
