@@ -217,6 +217,11 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
     b.add_argument("--hours", type=float, default=24.0, help="audio time (default: %(default)s)")
     b.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: %(default)s)")
+    b.add_argument("--vad-model", type=Path, metavar="FILE", help="Silero VAD ONNX (default: the energy VAD)")
+    b.add_argument("--builtin", action="store_true",
+                   help="Home Assistant's built-in sentences too (Whisper then decodes template-aware)")
+    b.add_argument("--voice", type=Path, metavar="FILE",
+                   help="a Piper voice: hermes/tts/say traffic spoken to ALSA's null device, each sayFinished counted")
     b.set_defaults(func=_soak)
 
     b = bsub.add_parser("fuzz", help="generated inputs: MQTT payloads, Wyoming clients, mutated files; failures found",
@@ -355,7 +360,8 @@ def _chaos(args: argparse.Namespace) -> int:
 def _soak(args: argparse.Namespace) -> int:
     from voiced.bench.soak import bench_soak
 
-    return _print(bench_soak(args.asr_model, args.speech, args.hours, args.sample_s))
+    return _print(bench_soak(args.asr_model, args.speech, args.hours, args.sample_s, vad_model=args.vad_model,
+                             builtin=args.builtin, voice=args.voice))
 
 
 def _fuzz(args: argparse.Namespace) -> int:
