@@ -328,3 +328,26 @@ def test_a_microphone_switched_off_from_home_assistant_is_warned(tmp_path: Path)
     assert off.fix is not None and "voiced/den/microphone/set" in off.fix
     save_controls(state / CONTROLS_FILE, Controls())
     assert check().status is CheckStatus.OK and check().message.startswith("microphone on, [playback] volume")
+
+
+def test_a_damaged_controls_file_is_warned_with_what_the_daemon_uses_instead(tmp_path: Path) -> None:
+    """The daemon reads a damaged ``controls.json`` as the defaults and only logs it: a user whose
+    microphone came back on (or volume loud) after a power cut learns why from the doctor."""
+    from voiced.core.controls import CONTROLS_FILE
+
+    state = tmp_path / "state"
+    state.mkdir()
+    config = tmp_path / "voiced.toml"
+    config.write_text(f'[site]\nid = "den"\n[daemon]\nstate_dir = "{state}"\n')
+
+    def check() -> Check:
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["controls"]
+
+    (state / CONTROLS_FILE).write_bytes(b'{"microphone": fal')  # cut short by a power cut
+    cut = check()
+    assert cut.status is CheckStatus.WARN and "cannot be read" in cut.message and "microphone on" in cut.message
+    assert cut.fix is not None and "Home Assistant" in cut.fix
+    (state / CONTROLS_FILE).write_text('{"microphone": false, "volume": 7, "wake_sensitivity": "Very sensitive"}')
+    odd = check()
+    assert odd.status is CheckStatus.WARN and "volume 7 is not within 0..1" in odd.message
+    assert "microphone off" in odd.message and "very sensitive" in odd.message

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from voiced.wake.sensitivity import Sensitivity
 
-__all__ = ["CONTROLS_FILE", "Controls", "load_controls", "save_controls"]
+__all__ = ["CONTROLS_FILE", "Controls", "load_controls", "read_controls", "save_controls"]
 
 log = logging.getLogger(__name__)
 
@@ -41,31 +41,39 @@ class Controls:
 
 
 def load_controls(path: Path) -> Controls:
-    """The settings saved at ``path``; the defaults when there are none or they cannot be read."""
+    """The settings saved at ``path``; the defaults when there are none or they cannot be read (logged)."""
+    controls, problems = read_controls(path)
+    for problem in problems:
+        log.warning("%s", problem)
+    return controls
+
+
+def read_controls(path: Path) -> tuple[Controls, list[str]]:
+    """The settings saved at ``path`` and what was wrong with them: each damaged setting (or the
+    whole file) reads as its default, never stopping the start."""
     try:
         data = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
-        return Controls()
+        return Controls(), []
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        log.warning("%s cannot be read (%s): the microphone is on, the volume [playback]'s", path, exc)
-        return Controls()
+        return Controls(), [f"{path} cannot be read ({exc}): the microphone is on, the volume [playback]'s"]
     if not isinstance(data, dict):
-        log.warning("%s is not a JSON object: the microphone is on, the volume [playback]'s", path)
-        return Controls()
+        return Controls(), [f"{path} is not a JSON object: the microphone is on, the volume [playback]'s"]
+    problems = []
     microphone, volume = data.get(_MICROPHONE, True), data.get(_VOLUME)
     if not isinstance(microphone, bool):
-        log.warning("%s: %r is not true or false: the microphone is on", path, microphone)
+        problems.append(f"{path}: {microphone!r} is not true or false: the microphone is on")
         microphone = True
     if volume is not None and (isinstance(volume, bool) or not isinstance(volume, (int, float))
                                or not math.isfinite(volume) or not 0 <= volume <= 1):
-        log.warning("%s: volume %r is not within 0..1: [playback] volume is used", path, volume)
+        problems.append(f"{path}: volume {volume!r} is not within 0..1: [playback] volume is used")
         volume = None
     sensitivity = data.get(_WAKE_SENSITIVITY, Sensitivity.MODERATELY.value)
     if sensitivity not in tuple(Sensitivity):
-        log.warning("%s: wake sensitivity %r is not one of %s: the configured thresholds are used", path,
-                    sensitivity, ", ".join(Sensitivity))
+        problems.append(f"{path}: wake sensitivity {sensitivity!r} is not one of {', '.join(Sensitivity)}: the "
+                        "configured thresholds are used")
         sensitivity = Sensitivity.MODERATELY
-    return Controls(microphone, None if volume is None else float(volume), Sensitivity(sensitivity))
+    return Controls(microphone, None if volume is None else float(volume), Sensitivity(sensitivity)), problems
 
 
 def save_controls(path: Path, controls: Controls) -> bool:

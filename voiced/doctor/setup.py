@@ -200,15 +200,19 @@ def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
 def check_controls(state_dir: Path, site_id: str, availability_topic: str) -> Check:
     """What Home Assistant set on the device and the daemon keeps (``controls.json``): a microphone
     switched off there is the first thing to know when the box seems deaf."""
-    from voiced.core.controls import CONTROLS_FILE, load_controls
+    from voiced.core.controls import CONTROLS_FILE, read_controls
     from voiced.mqtt.discovery import DiscoveryConfig, state_topics
 
     path = state_dir / CONTROLS_FILE
     if not path.exists():
         return Check("controls", CheckStatus.OK, "nothing set from Home Assistant yet (microphone on)")
-    controls = load_controls(path)  # a damaged file reads as the defaults, as in the daemon
+    controls, problems = read_controls(path)  # what is damaged reads as the defaults, as in the daemon
     volume = "[playback] volume" if controls.volume is None else f"volume {round(controls.volume * 100)} %"
     told = f"{volume}, wake word {controls.wake_sensitivity.value.lower()} (in {path})"
+    if problems:
+        return Check("controls", CheckStatus.WARN, f"{'; '.join(problems)}; so: microphone "
+                     f"{'on' if controls.microphone else 'off'}, {told}",
+                     "set them again from Home Assistant (the daemon then writes the file whole)")
     if not controls.microphone:
         topic = state_topics(DiscoveryConfig(site_id=site_id, availability_topic=availability_topic)).microphone_set
         return Check("controls", CheckStatus.WARN, f"the microphone was switched off from Home Assistant: nothing "
