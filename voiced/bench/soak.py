@@ -30,6 +30,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from voiced.audio.source import AudioSource
+from voiced.mqtt.hermes_topics import Topic
 
 __all__ = ["LoopSource", "bench_soak"]
 
@@ -102,9 +103,9 @@ class _Counter:
         self.says_finished = 0
         self.lock = threading.Lock()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="soak-counter")
-        self.client.on_connect = lambda c, *_: c.subscribe([("hermes/asr/textCaptured", 1), ("hermes/intent/#", 1),
-                                                            ("hermes/nlu/intentNotRecognized", 1),
-                                                            ("hermes/tts/sayFinished", 1)])
+        self.client.on_connect = lambda c, *_: c.subscribe([(Topic.TEXT_CAPTURED, 1), (Topic.INTENT_ALL, 1),
+                                                            (Topic.INTENT_NOT_RECOGNIZED, 1),
+                                                            (Topic.TTS_SAY_FINISHED, 1)])
         self.ready = threading.Event()
         self.client.on_subscribe = lambda *_: self.ready.set()
         self.client.on_message = self._on_message
@@ -114,7 +115,7 @@ class _Counter:
 
     def _on_message(self, client: Any, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         with self.lock:
-            if msg.topic == "hermes/asr/textCaptured":
+            if msg.topic == Topic.TEXT_CAPTURED:
                 self.texts += 1
                 if self._n == len(self._hashes):
                     self._hashes = np.concatenate([self._hashes, np.zeros_like(self._hashes)])
@@ -122,7 +123,7 @@ class _Counter:
                 self._hashes[self._n] = int.from_bytes(hashlib.blake2b(session.encode(), digest_size=8).digest(),
                                                        "little", signed=True)
                 self._n += 1
-            elif msg.topic == "hermes/tts/sayFinished":
+            elif msg.topic == Topic.TTS_SAY_FINISHED:
                 self.says_finished += 1
             else:
                 self.intents += 1
@@ -204,12 +205,12 @@ def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: flo
             # windows heard while the daemon speaks are muted (half-duplex), heard all the same
             heard = (daemon.counters.get("windows") + daemon.counters.get("windows_muted")) * 0.1
             if now >= next_query:  # MQTT traffic meanwhile
-                sender.publish("hermes/nlu/query", json.dumps({"input": "turn on the kitchen light", "siteId": "soak",
+                sender.publish(Topic.NLU_QUERY, json.dumps({"input": "turn on the kitchen light", "siteId": "soak",
                                                                "id": str(queries)}), qos=1)
                 queries += 1
                 next_query += 1 / queries_per_s
             if replies and now >= next_say:
-                sender.publish("hermes/tts/say", json.dumps({"text": replies[says % len(replies)], "siteId": "soak",
+                sender.publish(Topic.TTS_SAY, json.dumps({"text": replies[says % len(replies)], "siteId": "soak",
                                                              "id": f"say-{says}"}), qos=1)
                 says += 1
                 next_say += 1 / says_per_s
