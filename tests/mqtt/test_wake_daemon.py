@@ -23,12 +23,15 @@ from voiced.config import Config
 HUMAN = "roots_19_morris_0269.wav"
 
 
-def _config(tmp_path, broker, wav, whisper_model_dir, models) -> Config:
-    (tmp_path / "voiced.toml").write_text(f"""
+def wake_toml(broker, source: str, whisper_model_dir, models, site: str = "kitchen", wake: str = "",
+              daemon: str = "", sections: str = "") -> str:
+    """A daemon that wakes on alexa (real Silero, Whisper, Home Assistant's sentences, a real broker)
+    hearing ``source``; ``wake``, ``daemon``: more keys of theirs; ``sections``: more TOML."""
+    return f"""
 [site]
-id = "kitchen"
+id = "{site}"
 [audio]
-source = "file:{wav}"
+source = "{source}"
 [vad]
 kind = "silero"
 model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
@@ -41,12 +44,19 @@ name = ["kitchen light", "porch light"]
 [wake]
 directory = "{models / 'openwakeword'}"
 models = ["alexa_v0.1"]
+{wake}
+{sections}
 [mqtt]
 host = "{broker.host}"
 port = {broker.port}
 [daemon]
 state_dir = "state"
-""")
+{daemon}
+"""
+
+
+def _config(tmp_path, broker, wav, whisper_model_dir, models) -> Config:
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
     return Config.from_file(tmp_path / "voiced.toml")
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests.audio.test_alsa import file_pcm, needs_alsa
 from tests.mqtt.test_voice_daemon import Room, voiced_run
+from tests.mqtt.test_wake_daemon import wake_toml
 from tests.mqtt.test_whisper_daemon import _spoken
 from tests.support import wait_until
 from tests.tts.test_playback import playback_pcm
@@ -52,38 +53,10 @@ def test_the_command_said_after_a_long_wake_sound_is_heard(tmp_path, broker, sub
     played = tmp_path / "played"
     pace = f"|{sys.executable} {tmp_path / 'pace.py'} {played} {int(32000 * SOUND_S)}"
     (tmp_path / "asoundrc").write_text(playback_pcm("spk", pace) + file_pcm("mic", fifo))  # type: ignore[arg-type]
-    (tmp_path / "voiced.toml").write_text(f"""
-[site]
-id = "den"
-[audio]
-source = "alsa:mic"
-[vad]
-kind = "silero"
-model = "{models / 'silero_vad_v5' / 'silero_vad.onnx'}"
-[asr]
-model = "{whisper_model_dir}"
-[intents]
-builtin = "home-assistant"
-[intents.lists]
-name = ["kitchen light", "porch light"]
-[wake]
-directory = "{models / 'openwakeword'}"
-models = ["alexa_v0.1"]
-timeout_s = {TIMEOUT_S}
-[feedback]
-wake = true
-wake_wav = "long.wav"
-[playback]
-device = "spk"
-[tts]
-tail_ms = 300
-[mqtt]
-host = "{broker.host}"
-port = {broker.port}
-[daemon]
-state_dir = "state"
-stats_interval_s = 1
-""")
+    (tmp_path / "voiced.toml").write_text(wake_toml(
+        broker, "alsa:mic", whisper_model_dir, models, site="den", wake=f"timeout_s = {TIMEOUT_S}",
+        daemon="stats_interval_s = 1",
+        sections='[feedback]\nwake = true\nwake_wav = "long.wav"\n[playback]\ndevice = "spk"\n[tts]\ntail_ms = 300'))
     alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
     silence = np.zeros(16000, np.float32)
     hermes = subscriber_factory(broker, "hermes/#")
