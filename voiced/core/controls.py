@@ -68,12 +68,13 @@ def read_controls(path: Path) -> tuple[Controls, list[str]]:
                                or not math.isfinite(volume) or not 0 <= volume <= 1):
         problems.append(f"{path}: volume {volume!r} is not within 0..1: [playback] volume is used")
         volume = None
-    sensitivity = data.get(_WAKE_SENSITIVITY, Sensitivity.MODERATELY.value)
-    if sensitivity not in tuple(Sensitivity):
-        problems.append(f"{path}: wake sensitivity {sensitivity!r} is not one of {', '.join(Sensitivity)}: the "
+    saved = data.get(_WAKE_SENSITIVITY, Sensitivity.MODERATELY.value)
+    sensitivity = Sensitivity.named(saved)
+    if sensitivity is None:
+        problems.append(f"{path}: wake sensitivity {saved!r} is not one of {', '.join(Sensitivity)}: the "
                         "configured thresholds are used")
         sensitivity = Sensitivity.MODERATELY
-    return Controls(microphone, None if volume is None else float(volume), Sensitivity(sensitivity)), problems
+    return Controls(microphone, None if volume is None else float(volume), sensitivity), problems
 
 
 def save_controls(path: Path, controls: Controls) -> bool:

@@ -298,12 +298,12 @@ class HermesAdapter:
         self.core.set_volume(percent / 100)
 
     def _on_wake_sensitivity_set(self, topic: str, payload: bytes) -> None:
-        level = payload.strip().decode("utf-8", "replace")
-        if level not in tuple(Sensitivity):
+        level = Sensitivity.named(payload.strip().decode("utf-8", "replace"))
+        if level is None:
             raise hermes.MalformedMessage(f"the wake word sensitivity is one of {', '.join(Sensitivity)}, "
                                           f"got {payload[:40]!r}")
-        log.info("wake word sensitivity set to %s from Home Assistant", level)
-        self.core.set_wake_sensitivity(Sensitivity(level))
+        log.info("wake word sensitivity set to %s from Home Assistant", level.value)
+        self.core.set_wake_sensitivity(level)
 
     def _on_sound_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.FEEDBACK_SOUND_TOGGLE_ON)

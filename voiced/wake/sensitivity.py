@@ -21,6 +21,15 @@ class Sensitivity(StrEnum):
     MODERATELY = "Moderately sensitive"
     VERY = "Very sensitive"
 
+    @classmethod
+    def named(cls, name: object) -> Sensitivity | None:
+        """The level called ``name`` (as Home Assistant's select sends it, as controls.json keeps
+        it); None for anything else."""
+        try:
+            return cls(name)
+        except ValueError:
+            return None
+
 
 def sensitive_threshold(threshold: float, level: Sensitivity) -> float:
     """``threshold`` (in (0, 1]) at ``level``: still in (0, 1]."""
