@@ -4,8 +4,9 @@
 triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then our capture
 (with its pre-roll) as ``audio-start``/``audio-chunk`` until our endpointer ends the speech
 or no speech follows the wake word within ``[wake] timeout_s`` (``audio-stop``), or Home
-Assistant says it has heard enough (``transcript``, ``voice-stopped``, ``error``). Home Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``:
-played through our speaker (capture muted meanwhile, as in the daemon), answered by ``played``.
+Assistant says it has heard enough (``transcript``, ``voice-stopped``, ``error``). Home
+Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``: played through
+our speaker (capture muted meanwhile, as in the daemon), answered by ``played``.
 ``pause-satellite`` disarms it. Home Assistant's voice timers ring here when they finish
 (``voiced.wyoming.timers``).
 """
