@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.whisper_fixtures import spoken_commands
+from voiced.asr.template_align import AlignSettings
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.audio.dereverb import DereverbConfig
@@ -115,6 +116,41 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
         # audio differs in the last bits and the search finishes the sentence itself, so only the
         # setting's own result is checked here (tests/test_template_align.py tests the aligner).
         return
+    assert heard(TemplateDecoding(**off)) != wanted
+
+
+@pytest.fixture(scope="module")
+def seed7_dev(whisper_int8_dir: Path, speech: Path):
+    """The first 71 commands ``voiced bench commands --count 300 --seed 7`` speaks: a development
+    set beside the bench's own (none of the seed 1 test split's sentences are among them)."""
+    recognizer, commands, audio = spoken_commands(speech, 300, seed=7, first=71)
+    whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
+    return recognizer, commands, audio, whisper
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("index", "off"), [
+    # no sentence found; the free transcript "Set the 10-10 kitchen to 14.5 degrees." is 4 word edits away
+    (3, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
+    # the search finishes "Hello." first (-3.6 nats per token, yet within the margin of the free
+    # "Everyone now, it's your time man."); "Add one hour to the garage timer." is a few edits away
+    (70, {"align_below": None}),
+])
+def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed7_dev, index: int, off) -> None:
+    """``align_below`` (align also when the search's sentence is improbable) and the wider
+    ``AlignSettings`` each get one development command right that the search alone gets wrong."""
+    from voiced.bench.commands import _key
+
+    recognizer, commands, audio, whisper = seed7_dev
+    assert commands[index].text == ("set the temp in the kitchen to 14.5 degree", "add 1 hour to garage timer")[index > 3]
+    wanted = (commands[index].intent, commands[index].slots)
+
+    def heard(settings: TemplateDecoding) -> object:
+        ours = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions
+        ours.use_templates(recognizer.sentence_space(), settings)
+        return _key(recognizer.recognize(ours.model.text(ours.choose(audio[index]).tokens)))
+
+    assert heard(TemplateDecoding()) == wanted
     assert heard(TemplateDecoding(**off)) != wanted
 
 
@@ -246,6 +282,12 @@ def test_hopeless_is_validated() -> None:
     with pytest.raises(ConfigError, match="hopeless"):
         TemplateDecoding(hopeless=-1)
     assert TemplateDecoding(hopeless=None).hopeless is None
+
+
+def test_align_below_is_validated() -> None:
+    with pytest.raises(ConfigError, match="align_below"):
+        TemplateDecoding(align_below=0.5)
+    assert TemplateDecoding(align_below=None).align_below is None
 
 
 @pytest.mark.shared

@@ -28,11 +28,15 @@ __all__ = ["AlignSettings", "sentences_near"]
 class AlignSettings:
     """Bounds of the walk (its cost is Python work on the sentence space, no model calls)."""
 
-    max_edits: int = 3
-    """Sentences more than this many word edits from the transcript are not looked for."""
-    max_expansions: int = 300
+    max_edits: int = 5
+    """Sentences more than this many word edits from the transcript are not looked for. Five: in
+    a noisy room Whisper loses a command's first word and adds a few of its own at the end ("Off
+    the shows the bedroom to rest", "That's the 16 hours time, Rosenelle."); see
+    ``TemplateDecoding.align_below`` for what the wider walk (was 3 edits, 300 positions, 4
+    results) gained."""
+    max_expansions: int = 2000
     """Walk positions expanded at most per transcript."""
-    results: int = 4
+    results: int = 8
     """Sentences returned at most (each costs the caller one scoring call)."""
     similar: float = 0.4
     """A substituted word must be spelled at least this much like the transcript's word
