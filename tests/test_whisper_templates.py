@@ -120,29 +120,29 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
 
 
 @pytest.fixture(scope="module")
-def seed7_dev(whisper_int8_dir: Path, speech: Path):
-    """The first 71 commands ``voiced bench commands --count 300 --seed 7`` speaks: a development
+def seed11_dev(whisper_int8_dir: Path, speech: Path):
+    """The first 269 commands ``voiced bench commands --count 300 --seed 11`` speaks: a development
     set beside the bench's own (none of the seed 1 test split's sentences are among them)."""
-    recognizer, commands, audio = spoken_commands(speech, 300, seed=7, first=71)
+    recognizer, commands, audio = spoken_commands(speech, 300, seed=11, first=269)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     return recognizer, commands, audio, whisper
 
 
 @pytest.mark.shared
 @pytest.mark.parametrize(("index", "off"), [
-    # no sentence found; the free transcript "Set the 10-10 kitchen to 14.5 degrees." is 4 word edits away
-    (3, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
-    # the search finishes "Hello." first (-3.6 nats per token, yet within the margin of the free
-    # "Everyone now, it's your time man."); "Add one hour to the garage timer." is a few edits away
-    (70, {"align_below": None}),
+    # no sentence found; "Resume the 36 hour timer." is 4 word edits from the free "He was in the 36 hour time."
+    (36, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
+    # the search finds only an improbable sentence ("Office, 30,"); "Pause the thirty eight hours
+    # timer." is 2 word edits from the free "Also, the thirties eight hours timer."
+    (268, {"align_below": None}),
 ])
-def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed7_dev, index: int, off) -> None:
-    """``align_below`` (align also when the search's sentence is improbable) and the wider
-    ``AlignSettings`` each get one development command right that the search alone gets wrong."""
+def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_dev, index: int, off) -> None:
+    """The wider ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
+    improbable) each get one development command right that the decoding without them gets wrong."""
     from voiced.bench.commands import _key
 
-    recognizer, commands, audio, whisper = seed7_dev
-    assert commands[index].text == ("set the temp in the kitchen to 14.5 degree", "add 1 hour to garage timer")[index > 3]
+    recognizer, commands, audio, whisper = seed11_dev
+    assert commands[index].text == {36: "resume the 36 hour timer", 268: "pause the 38 hour timer"}[index]
     wanted = (commands[index].intent, commands[index].slots)
 
     def heard(settings: TemplateDecoding) -> object:
