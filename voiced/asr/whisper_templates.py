@@ -141,10 +141,12 @@ class TemplateDecoding:
     "Close up the tv.") while the spoken one began with a word the audio disfavours ("pause" lost,
     "add" heard as "Everyone now"), and the free transcript already holds most of its words.
     Development commands (the bench's seed 1 development half and seeds 7 and 11, 657 in all, none of
-    the test split's sentences; INT8 tiny.en, 2026-11-28): right intents 561 -> 572 (with the wider
-    ``AlignSettings``; their sentences scored -0.78 per token at the median, -1.63 at the tenth
-    percentile), CPU per command p50 319 -> 308 ms, total 322 -> 405 s; aligning every utterance
-    gained the same 572 at p50 836 ms. hifitts read speech: the same 1 of 116 changed, WER 9.08 %."""
+    the test split's sentences; INT8 tiny.en, 2026-11-28): right intents 561 -> 570 (with the wider
+    ``AlignSettings`` for the free transcript; the search's sentences of right intents scored -0.78
+    per token at the median, -1.63 at the tenth percentile; with the wide walk for all texts -1.5
+    gained one fewer than -1.2), CPU per command
+    p50 319 -> 325 ms, total 322 -> 390 s (each run beside another); aligning every utterance
+    gained no more, at p50 836 ms. hifitts read speech: the same 1 of 116 changed, WER 9.08 %."""
     cased_words: bool = True
     """A word is written as Whisper writes words: lower case, Capitalized, UPPER CASE (or UPPER
     with a plural s, "TVs"). The walk compares words case-blind, so without this the depth-first
