@@ -13,8 +13,8 @@ bathroom"); the free transcript is kept or not as before. If none is finished, o
 improbable one (``align_below``), the template sentences a few word edits from the free
 transcript or from the search's deepest beginnings are scored too (``template_align``: the first
 word lost or misheard, words too many at the end, a last word Whisper would only write another
-way). Wildcard sentences are not
-followed (a wildcard would let any text through): their utterances keep the free transcript.
+way). Wildcard sentences are not followed (a wildcard would let any text through): their
+utterances keep the free transcript.
 Both texts are scored by the same model on the same audio (log-probability per token, end of
 text included), and the constrained one wins unless the free one is more probable by more than ``margin`` nats per token. Read
 speech that is no command finds no constrained sentence, or only an improbable one; the free
@@ -123,8 +123,9 @@ class TemplateDecoding:
     vs 305 s with free pause decodes (353 s with the alignment): ~11 s more on the ~150 s pass."""
     align_partials: int = 3
     """When the search finds no sentence, or only an improbable one (``align_below``): its deepest
-    beginnings (this many, each the furthest one line of the search got) are aligned to template sentences as well as the free transcript
-    ("Add 4 hours to my office time" -> "... timer", where Whisper's " time" + "r" never comes).
+    beginnings (this many, each the furthest one line of the search got) are aligned to template
+    sentences as well as the free transcript ("Add 4 hours to my office time" -> "... timer",
+    where Whisper's " time" + "r" never comes).
     Development commands (with ``search_on`` 30): 143 -> 145 of 160; only utterances without a
     sentence pay for it."""
     partials_align: AlignSettings = AlignSettings(max_edits=3, max_expansions=300, results=4)
@@ -144,9 +145,8 @@ class TemplateDecoding:
     the test split's sentences; INT8 tiny.en, 2026-11-28): right intents 561 -> 570 (with the wider
     ``AlignSettings`` for the free transcript; the search's sentences of right intents scored -0.78
     per token at the median, -1.63 at the tenth percentile; with the wide walk for all texts -1.5
-    gained one fewer than -1.2), CPU per command
-    p50 319 -> 325 ms, total 322 -> 390 s (each run beside another); aligning every utterance
-    gained no more, at p50 836 ms. hifitts read speech: the same 1 of 116 changed, WER 9.08 %."""
+    gained one fewer than -1.2), CPU per command p50 319 -> 325 ms, total 322 -> 390 s (each run
+    beside another); aligning every utterance gained no more, at p50 836 ms. hifitts read speech: the same 1 of 116 changed, WER 9.08 %."""
     cased_words: bool = True
     """A word is written as Whisper writes words: lower case, Capitalized, UPPER CASE (or UPPER
     with a plural s, "TVs"). The walk compares words case-blind, so without this the depth-first
