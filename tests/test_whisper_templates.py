@@ -89,6 +89,15 @@ def test_commands_whose_first_word_the_audio_disfavours_are_found(bench_dev) -> 
     assert sum(right) >= 4, right
 
 
+def _intent_with(recognizer, whisper: WhisperRecognizer, settings: TemplateDecoding, samples: np.ndarray) -> object:
+    """The intent key of ``samples`` decoded template-aware with ``settings`` (``whisper``'s sessions)."""
+    from voiced.bench.commands import _key
+
+    ours = WhisperRecognizer(whisper.model, whisper.config)
+    ours.use_templates(recognizer.sentence_space(), settings)
+    return _key(recognizer.recognize(ours.model.text(ours.choose(samples).tokens)))
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize(("index", "on", "off"), [
     # "cancel all of my timers" ends the search first, and already wins; "... in our bathroom" is said
@@ -99,16 +108,12 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
     """Development commands of ``voiced bench commands`` that only ``search_on_winning`` (going on
     past the first finished sentence when it already wins the choice) and ``align_partials``
     (aligning the search's deepest beginnings) get right."""
-    from voiced.bench.commands import _key
-
     recognizer, commands, audio, whisper = bench_dev
     assert index % 2 == 0  # the development split only
     wanted = (commands[index].intent, commands[index].slots)
 
-    def heard(settings: TemplateDecoding):
-        ours = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions
-        ours.use_templates(recognizer.sentence_space(), settings)
-        return _key(recognizer.recognize(ours.model.text(ours.choose(audio[index]).tokens)))
+    def heard(settings: TemplateDecoding) -> object:
+        return _intent_with(recognizer, whisper, settings, audio[index])
 
     assert heard(TemplateDecoding(**on)) == wanted
     if index == 38:
@@ -139,16 +144,12 @@ def seed11_dev(whisper_int8_dir: Path, speech: Path):
 def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_dev, index: int, off) -> None:
     """The wider ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
     improbable) each get one development command right that the decoding without them gets wrong."""
-    from voiced.bench.commands import _key
-
     recognizer, commands, audio, whisper = seed11_dev
     assert commands[index].text == {36: "resume the 36 hour timer", 268: "pause the 38 hour timer"}[index]
     wanted = (commands[index].intent, commands[index].slots)
 
     def heard(settings: TemplateDecoding) -> object:
-        ours = WhisperRecognizer(whisper.model, whisper.config)  # the same sessions
-        ours.use_templates(recognizer.sentence_space(), settings)
-        return _key(recognizer.recognize(ours.model.text(ours.choose(audio[index]).tokens)))
+        return _intent_with(recognizer, whisper, settings, audio[index])
 
     assert heard(TemplateDecoding()) == wanted
     assert heard(TemplateDecoding(**off)) != wanted

@@ -248,7 +248,7 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
         if len(tokens) + len(initial) >= model.n_text_ctx // 2:
             continue
         logprobs = _token_logprobs(model, cross_k, cross_v, initial, tokens)
-        if best is None or sum(logprobs) / len(logprobs) > best[2] / (len(best[0]) + 1):
+        if best is None or sum(logprobs) / len(logprobs) > _per_token(best):
             best = tokens, [float(np.exp(p)) for p in logprobs[:-1]], sum(logprobs)
     return best
 
@@ -256,10 +256,6 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
 def _per_token(found: tuple[list[int], list[float], float]) -> float:
     """A constrained sentence's log-probability per token, end of text counted (as the choice judges)."""
     return found[2] / (len(found[0]) + 1)
-
-
-def _below(settings: TemplateDecoding) -> float:
-    return -np.inf if settings.align_below is None else settings.align_below
 
 
 def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding,
@@ -277,7 +273,9 @@ def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: T
     wins_at = free_logprob / (len(free_tokens) + 1) - settings.margin  # as ``Choice.from_templates`` judges
     constrained = _constrained(model, space, settings, cross_k, cross_v, num_frames, initial, floor, unfinished,
                                wins_at=wins_at)
-    if settings.align is not None and (constrained is None or _per_token(constrained) < _below(settings)):
+    improbable = (constrained is not None and settings.align_below is not None
+                  and _per_token(constrained) < settings.align_below)
+    if settings.align is not None and (constrained is None or improbable):
         # no sentence within the budget, or only an improbable one: the ones a few word edits from
         # the free transcript or from the search's most promising beginnings (aligning always
         # gained nothing more on the development commands, for ~2.7 times the CPU)

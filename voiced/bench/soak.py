@@ -206,12 +206,12 @@ def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: flo
             heard = (daemon.counters.get("windows") + daemon.counters.get("windows_muted")) * 0.1
             if now >= next_query:  # MQTT traffic meanwhile
                 sender.publish(Topic.NLU_QUERY, json.dumps({"input": "turn on the kitchen light", "siteId": "soak",
-                                                               "id": str(queries)}), qos=1)
+                                                            "id": str(queries)}), qos=1)
                 queries += 1
                 next_query += 1 / queries_per_s
             if replies and now >= next_say:
                 sender.publish(Topic.TTS_SAY, json.dumps({"text": replies[says % len(replies)], "siteId": "soak",
-                                                             "id": f"say-{says}"}), qos=1)
+                                                          "id": f"say-{says}"}), qos=1)
                 says += 1
                 next_say += 1 / says_per_s
             if now >= next_sample or heard >= total_s - 0.2:
