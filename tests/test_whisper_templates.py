@@ -156,6 +156,30 @@ def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_de
 
 
 @pytest.mark.shared
+@pytest.mark.parametrize(("index", "said", "cut_short"), [
+    (192, "unpause the tv shows in the living room", "pause"),  # free: "and pause the TV shows ..."
+    (258, "what's the weather in our desk lamp", "What's the weather?"),  # the place left unsaid
+])
+def test_a_sentence_that_leaves_part_of_the_audio_unsaid_loses(seed11_dev, index: int, said: str,
+                                                               cut_short: str) -> None:
+    """``short_penalty``: Whisper scores "pause ..." for "unpause ..." and "What's the weather?"
+    for "... in our desk lamp" better per token than what was said; counted down for having fewer
+    syllables than the free transcript, which heard all of it, the whole sentence wins."""
+    from voiced.bench.commands import _key
+
+    recognizer, commands, audio, whisper = seed11_dev
+    assert commands[index].text == said
+    wanted = (commands[index].intent, commands[index].slots)
+
+    ours = WhisperRecognizer(whisper.model, whisper.config)
+    ours.use_templates(recognizer.sentence_space(), TemplateDecoding(short_penalty=0.0))
+    without = ours.model.text(ours.choose(audio[index]).tokens)
+    assert cut_short in without and not without.lower().lstrip().startswith("unpause")
+    assert _key(recognizer.recognize(without)) != wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[index]) == wanted
+
+
+@pytest.mark.shared
 def test_a_command_across_the_room_is_heard_once_dereverberated(bench_dev) -> None:
     """Development command 36: "set the awnings position to 0% on our garage", heard "shade" as
     the room's tail smears "awnings"; dereverberated (WPE, ``[asr] whisper_dereverb``) it is
@@ -289,6 +313,14 @@ def test_align_below_is_validated() -> None:
     with pytest.raises(ConfigError, match="align_below"):
         TemplateDecoding(align_below=0.5)
     assert TemplateDecoding(align_below=None).align_below is None
+
+
+def test_short_penalty_and_align_short_are_validated() -> None:
+    with pytest.raises(ConfigError, match="short_penalty"):
+        TemplateDecoding(short_penalty=-1.0)
+    with pytest.raises(ConfigError, match="align_short"):
+        TemplateDecoding(align_short=-0.1)
+    assert TemplateDecoding(short_penalty=0.0, align_short=None).align_short is None
 
 
 @pytest.mark.shared

@@ -8,6 +8,7 @@ log-probability plus a per-token reward within a budget of decoder calls, then d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 from weakref import WeakKeyDictionary
@@ -182,7 +183,8 @@ def _normalized(hyp: _Hyp) -> float:
 
 def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,
                  cross_v: ort.OrtValue, num_frames: int, initial: list[int], floor: float = -np.inf,
-                 unfinished: list[tuple[float, list[int]]] | None = None, wins_at: float = np.inf
+                 unfinished: list[tuple[float, list[int]]] | None = None, wins_at: float = np.inf,
+                 judge: Callable[[list[int], float], float] | None = None
                  ) -> tuple[list[int], list[float], float] | None:
     """Best-first search over the tokens that keep the text inside the template sentences.
 
@@ -194,6 +196,8 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
     ``max_steps`` decoder calls (plus, with ``complete``, the depth-first rest) found none, or when
     no beginning is left whose log-probability per token reaches ``floor``. ``unfinished``, when
     given, receives each beginning the best-first part extended (its search key and tokens).
+    ``judge`` (tokens, log-probability) ranks finished sentences against each other; by default
+    their log-probability per token.
     """
     import heapq
     import itertools
@@ -222,6 +226,9 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
                                   hyp.walker.fork(), None, hyp.cache))
         return found
 
+    def judged(hyp: _Hyp) -> float:
+        return _normalized(hyp) if judge is None else judge(hyp.tokens, hyp.logprob)
+
     budget = settings.max_steps
     best: _Hyp | None = None
     stop_at = 0
@@ -236,13 +243,13 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
                 if _normalized(hyp) >= wins_at:  # the command is chosen either way: which one is still open
                     extra = max(extra, settings.search_on_winning)
                 stop_at = steps + extra
-            if best is None or _normalized(hyp) > _normalized(best):
+            if best is None or judged(hyp) > judged(best):
                 best = hyp
             continue
         if best is not None:
             if steps >= stop_at:
                 break
-            if _normalized(hyp) < _normalized(best):
+            if _normalized(hyp) < judged(best):  # (a beginning may grow into a sentence judged as it is scored)
                 continue
         if hyp.row is None:
             if steps == budget and best is None:
