@@ -315,12 +315,10 @@ def test_align_below_is_validated() -> None:
     assert TemplateDecoding(align_below=None).align_below is None
 
 
-def test_short_penalty_and_align_short_are_validated() -> None:
+def test_short_penalty_is_validated() -> None:
     with pytest.raises(ConfigError, match="short_penalty"):
         TemplateDecoding(short_penalty=-1.0)
-    with pytest.raises(ConfigError, match="align_short"):
-        TemplateDecoding(align_short=-0.1)
-    assert TemplateDecoding(short_penalty=0.0, align_short=None).align_short is None
+    assert TemplateDecoding(short_penalty=0.0).short_penalty == 0.0
 
 
 @pytest.mark.shared
