@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from unicode_rbnf import RbnfEngine
 
 __all__ = ["syllables", "without_repeats"]
 
@@ -31,7 +35,7 @@ def _number_words(number: str) -> str:
 
 
 @cache
-def _english():  # type: ignore[no-untyped-def]
+def _english() -> RbnfEngine:
     from unicode_rbnf import RbnfEngine  # hassil's own number speller: 0.06 s to load, so only when needed
 
     return RbnfEngine.for_language("en")
@@ -45,7 +49,7 @@ def _word_syllables(word: str) -> int:
 
 
 def syllables(text: str) -> int:
-    """Syllables ``text`` takes to say, estimated: "Set the fan to 13%." -> 9."""
+    """Syllables ``text`` takes to say, estimated: "Set the fan to 13%." -> 8."""
     count = 0
     for word in _WORD.findall(text.lower()):
         if word[0].isdigit():
