@@ -231,6 +231,7 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
 
     budget = settings.max_steps
     best: _Hyp | None = None
+    best_judged = -np.inf  # ``judged(best)``, kept: it is compared with every hypothesis popped after
     stop_at = 0
     while queue:
         _, _, hyp = heapq.heappop(queue)
@@ -243,13 +244,14 @@ def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDe
                 if _normalized(hyp) >= wins_at:  # the command is chosen either way: which one is still open
                     extra = max(extra, settings.search_on_winning)
                 stop_at = steps + extra
-            if best is None or judged(hyp) > judged(best):
-                best = hyp
+            score = judged(hyp)
+            if best is None or score > best_judged:
+                best, best_judged = hyp, score
             continue
         if best is not None:
             if steps >= stop_at:
                 break
-            if _normalized(hyp) < judged(best):  # (a beginning may grow into a sentence judged as it is scored)
+            if _normalized(hyp) < best_judged:  # (a beginning may grow into a sentence judged as it is scored)
                 continue
         if hyp.row is None:
             if steps == budget and best is None:

@@ -285,6 +285,7 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
     """The best (``judge``) of the template sentences a few word edits from the free transcript or
     from one of the search's most promising unfinished ``partials``."""
     best: tuple[list[int], list[float], float] | None = None
+    best_judged = -np.inf
     near = [sentences_near(space, free_text, settings.align),  # type: ignore[arg-type]
             *(sentences_near(space, text, settings.partials_align) for text in partials)]
     for sentence in dict.fromkeys(s for found in near for s in found):
@@ -292,8 +293,9 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
         if len(tokens) + len(initial) >= model.n_text_ctx // 2:
             continue
         logprobs = _token_logprobs(model, cross_k, cross_v, initial, tokens)
-        if best is None or judge(tokens, sum(logprobs)) > judge.found(best):
-            best = tokens, [float(np.exp(p)) for p in logprobs[:-1]], sum(logprobs)
+        score = judge(tokens, sum(logprobs))
+        if best is None or score > best_judged:
+            best, best_judged = (tokens, [float(np.exp(p)) for p in logprobs[:-1]], sum(logprobs)), score
     return best
 
 
