@@ -140,7 +140,7 @@ class TemplateDecoding:
     align_below: float | None = -1.2
     """When the search's sentence scores below this many nats per token (end of text counted), the
     sentences a few word edits from the free transcript and the search's deepest beginnings are
-    scored too, as when it finds none, and the more probable per token is taken; None: only when
+    scored too, as when it finds none, and the better is taken (``short_penalty``); None: only when
     it finds none. Best-first order finishes short sentences first ("Hello.", "What's the time?",
     "Close up the tv.") while the spoken one began with a word the audio disfavours ("pause" lost,
     "add" heard as "Everyone now"), and the free transcript already holds most of its words.
