@@ -201,3 +201,17 @@ def test_search_settings_are_validated(bad: dict[str, int]) -> None:
 
     with pytest.raises(ConfigError, match=next(iter(bad))):
         TemplateDecoding(**bad)
+
+
+def test_a_unit_sign_whisper_writes_as_a_token_of_its_own_is_followed(tmp_path: Path) -> None:
+    """Whisper writes "50%." as " 50" + "%.": a piece without a letter or digit was never offered,
+    so a template's "{brightness}%" could be reached only through " percent"."""
+    (tmp_path / "intents.yaml").write_text(TEMPLATES.replace('"turn on [the] {name}"', '"set [the] {name} to {brightness}%"')
+                                           + "  brightness:\n    range: {from: 0, to: 100}\n")
+    space = IntentRecognizer.load([tmp_path / "intents.yaml"]).sentence_space()
+    vocab = [" set", " the", " lamp", " to", " 50", "%", "%.", "#"]
+    table = {"": {" set": 0.0}, "set": {" the": 0.0}, "set the": {" lamp": 0.0}, "set the lamp": {" to": 0.0},
+             "set the lamp to": {" 50": 0.0}, "set the lamp to 50": {"#": 0.0, "%.": -0.1, "%": -0.5},
+             "set the lamp to 50%.": {"<eot>": 0.0}, "set the lamp to 50%": {"<eot>": 0.0}}
+    found = _constrained(_Table(vocab, table), space, TemplateDecoding(), None, None, 500, [99])  # type: ignore[arg-type]
+    assert found is not None and "".join(vocab[t] for t in found[0]) == " set the lamp to 50%."

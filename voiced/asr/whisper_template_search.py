@@ -32,13 +32,19 @@ _SENTENCE_MARKS = frozenset(".,?!")
 _SENTENCE_END = frozenset(".?!")
 
 
+_UNIT_SIGNS = frozenset("%°")
+"""Signs a template writes after a number ("50%", "21.5°"), which Whisper's tokens carry alone or
+with a mark ("%", "%.")."""
+
+
 def _plain(piece: str) -> bool:
-    """A piece of a word or number, or one sentence mark: no brackets, notes, symbols, dashes or
-    blanks a template never has."""
+    """A piece of a word or number, a unit sign, or one sentence mark: no brackets, notes, other
+    symbols, dashes or blanks a template never has."""
     if piece.strip() in _SENTENCE_MARKS:
         return bool(piece.strip())
-    return (any(c.isalnum() for c in piece)
-            and all(c.isalnum() or c.isspace() or c in "'%-" or c in _SENTENCE_MARKS for c in piece))
+    return (any(c.isalnum() or c in _UNIT_SIGNS for c in piece)
+            and all(c.isalnum() or c.isspace() or c in "'-" or c in _UNIT_SIGNS or c in _SENTENCE_MARKS
+                    for c in piece))
 
 
 
