@@ -122,3 +122,18 @@ area = ["office", "garage"]
     assert not walker.may_begin("add n000")  # a digit in it is not enough
     assert not walker.may_begin("add 4-hx")  # nor a number followed by other text
     assert not walker.is_whole("add 4-hour to my office timer x")
+
+
+def test_digits_fit_a_range_as_hassil_reads_them_and_no_larger_than_it_goes(recognizer: IntentRecognizer) -> None:
+    """Whisper writes "28,000,000" and "150": a range once took any run of digits, dots and commas,
+    and the constrained search followed such runs for its whole budget. hassil reads one decimal
+    point or comma ("21,5" is 21.5, "28,000" is 28) and takes no value above the range's end."""
+    walker = recognizer.sentence_space().walker()
+    for text in ("set the lamp to 50 percent", "set the lamp to 100 percent", "set the lamp to 0 percent"):
+        assert walker.is_whole(text) and recognizer.recognize(text) is not None, text
+    assert walker.may_begin("set the lamp to 5") and walker.may_begin("set the lamp to 10")
+    assert walker.may_begin("set the lamp to 2,") and walker.may_begin("set the lamp to 28,000 percent")
+    for text in ("set the lamp to 150", "set the lamp to 101 percent", "set the lamp to 28,000,000",
+                 "set the lamp to 2,8,5", "set the lamp to 5.0.1"):
+        assert not walker.may_begin(text), text
+    assert recognizer.recognize("set the lamp to 150 percent") is None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from hassil import Intents
 
 __all__ = ["MAX_VALUE_TEXTS", "NUMBER", "NUMBER_WORDS", "OPEN", "Slot", "Trie", "fits", "glued_slot", "lists_by_slot",
-           "slot_takes", "values_trie", "words_of"]
+           "number_slot", "slot_takes", "values_trie", "words_of"]
 
 _STRIP = string.punctuation.replace("'", "").replace("%", "")
 
@@ -42,7 +42,8 @@ class Trie:
 class Slot:
     """A slot the walk cannot expand into words: how many words it may take."""
 
-    def __init__(self, name: str, max_words: int | None, digits_close: bool = False, suffix: str | None = None) -> None:
+    def __init__(self, name: str, max_words: int | None, digits_close: bool = False, suffix: str | None = None,
+                 most: float | None = None) -> None:
         self.name = name
         self.max_words = max_words
         """None: as many as come."""
@@ -50,6 +51,8 @@ class Slot:
         """A word of digits is the whole value (a number range: "50", not "50 more")."""
         self.suffix = suffix
         """A list glued to text: the text after the value ("%" of "{brightness}%"); None otherwise."""
+        self.most = most
+        """A number range's largest value (hassil takes no larger one); None: any."""
 
     def __repr__(self) -> str:
         return f"<slot {self.name}>"
@@ -59,6 +62,13 @@ OPEN = Slot("wildcard", None)
 """A wildcard, a list written as templates, anything unknown: any words, as many as come."""
 NUMBER = Slot("range", 3, digits_close=True)
 """A number range: digits ("50") or up to three number words ("one hundred", "twenty five")."""
+
+
+@functools.cache
+def number_slot(most: float) -> Slot:
+    """A number range whose digits are at most ``most`` (one slot per bound, like ``glued_slot``)."""
+    return Slot("range", 3, digits_close=True, most=most)
+
 _GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
 """A label that is one placeholder glued to text after it ("{brightness}%", "{hours}-hours"):
 the only kind Home Assistant's templates have."""
@@ -132,8 +142,13 @@ def values_trie(slot_list: object, intents: Intents) -> Trie | Slot:
     return trie
 
 
-_DIGITS = re.compile(r"[\d.,]+")
-"""A number written in digits (not "8th": an ordinal is no value of a range)."""
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
+"""A number written in digits as hassil reads one ("50", "21.5", "21,5": a comma is a decimal point
+there too; not "8th": an ordinal is no value of a range; not "28,000,000", which the constrained
+search once followed through Whisper's runs of ",000" for its whole budget)."""
+
+_DIGITS_BEGUN = re.compile(r"\d+(?:[.,]\d*)?")
+"""The beginning of a ``_DIGITS`` number ("21.", "21,")."""
 
 _NUMBER_START = re.compile(r"\d[\d.,]*")
 """The number a glued word begins with."""
@@ -155,8 +170,9 @@ def fits(slot: Slot, word: str, partial: bool = False) -> bool:
             return partial and not word
         rest = word[number.end():]
         return slot.suffix.startswith(rest) if partial else rest == slot.suffix
-    if _DIGITS.fullmatch(word):
-        return True
+    if (_DIGITS_BEGUN if partial else _DIGITS).fullmatch(word):
+        # a beginning's value is at most the whole number's
+        return slot.most is None or float(word.replace(",", ".").rstrip(".")) <= slot.most
     return any(w.startswith(word) for w in NUMBER_WORDS) if partial else word in NUMBER_WORDS
 
 

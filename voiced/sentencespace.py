@@ -34,6 +34,7 @@ from voiced.sentenceslots import (
     fits,
     glued_slot,
     lists_by_slot,
+    number_slot,
     slot_takes,
     values_trie,
     words_of,
@@ -113,15 +114,18 @@ class SentenceSpace:
         stand_ins: dict[str, TextSlotList] = {}
         every = [*intents.slot_lists.items()]
         every += [item for intent in intents.intents.values() for data in intent.data for item in data.slot_lists.items()]
+        most: dict[str, float] = {}  # a range's largest value, the largest of any lists of one name
         for name, slot_list in every:
             if isinstance(slot_list, RangeSlotList):
                 by_list.setdefault(name, NUMBER)
+                most[name] = max(most.get(name, slot_list.stop), slot_list.stop)
             elif isinstance(slot_list, WildcardSlotList):
                 # hassil's FST drops wildcard sentences; a stand-in keeps them, as open slots
                 stand_ins[name] = TextSlotList.from_strings(["wildcard"], name=name)
                 by_list[name] = OPEN
             elif isinstance(slot_list, TextSlotList) and name not in by_list:
                 by_list[name] = values_trie(slot_list, intents)
+        by_list.update({name: number_slot(bound) for name, bound in most.items() if by_list[name] is NUMBER})
         fst = intents_to_fst(intents, slot_lists=stand_ins or None).remove_spaces()
         arcs = {state: tuple((arc.in_label, arc.to_state) for arc in out) for state, out in fst.arcs.items() if out}
         return cls(arcs, frozenset(fst.final_states), fst.start, lists_by_slot(intents, by_list))
