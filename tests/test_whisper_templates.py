@@ -138,8 +138,9 @@ def seed11_dev(whisper_int8_dir: Path, speech: Path):
     # no sentence found; "Resume the 36 hour timer." is 4 word edits from the free "He was in the 36 hour time."
     (36, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
     # the search finds only an improbable sentence ("Office, 30,"); "Pause the thirty eight hours
-    # timer." is 2 word edits from the free "Also, the thirties eight hours timer."
-    (268, {"align_below": None}),
+    # timer." is 2 word edits from the free "Also, the thirties eight hours timer." (the deeper
+    # search of ``token_reward`` 2 finds it itself: off is the search of 1 nat per token)
+    (268, {"align_below": None, "token_reward": 1.0}),
 ])
 def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_dev, index: int, off) -> None:
     """The wider ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
@@ -153,6 +154,22 @@ def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_de
 
     assert heard(TemplateDecoding()) == wanted
     assert heard(TemplateDecoding(**off)) != wanted
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("index", "said"), [
+    (38, "how much time left on timer in my office"),  # 1 nat: "How much time left on timer?"
+    (110, "remove 2-hour from garage timer"),  # 1 nat: "... from the one, one, one hour, timer."
+])
+def test_a_deeper_search_reaches_what_the_audio_goes_on_to_say(seed11_dev, index: int, said: str) -> None:
+    """``token_reward`` 2 nats per token: the search goes deeper before it turns back to a cheaper
+    beginning, and reaches the place the command ends with where 1 nat spent its calls on the
+    short sentence's neighbours."""
+    recognizer, commands, audio, whisper = seed11_dev
+    assert commands[index].text == said
+    wanted = (commands[index].intent, commands[index].slots)
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[index]) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(token_reward=1.0), audio[index]) != wanted
 
 
 @pytest.mark.shared
