@@ -215,3 +215,19 @@ def test_a_unit_sign_whisper_writes_as_a_token_of_its_own_is_followed(tmp_path: 
              "set the lamp to 50%.": {"<eot>": 0.0}, "set the lamp to 50%": {"<eot>": 0.0}}
     found = _constrained(_Table(vocab, table), space, TemplateDecoding(), None, None, 500, [99])  # type: ignore[arg-type]
     assert found is not None and "".join(vocab[t] for t in found[0]) == " set the lamp to 50%."
+
+
+def test_a_decimal_point_goes_on_into_the_number_where_a_full_stop_would_end_the_sentence(tmp_path: Path) -> None:
+    """Whisper writes "21.5" as " 21" + "." + "5". A full stop ends the search's sentence (only the
+    end of text after it), so "... to 39.5°" came out "... to 39." and "21.5 degrees" not at all."""
+    (tmp_path / "intents.yaml").write_text(
+        TEMPLATES.replace('"turn on [the] {name}"', '"set [the] {name} to {temperature} degrees"')
+        + "  temperature:\n    range: {from: 0, to: 100, fractions: halves}\n")
+    space = IntentRecognizer.load([tmp_path / "intents.yaml"]).sentence_space()
+    vocab = [" set", " the", " lamp", " to", " 21", ".", "5", " degrees"]
+    table = {"": {" set": 0.0}, "set": {" the": 0.0}, "set the": {" lamp": 0.0}, "set the lamp": {" to": 0.0},
+             "set the lamp to": {" 21": 0.0}, "set the lamp to 21": {".": 0.0, " degrees": -4.0},
+             "set the lamp to 21.": {"5": 0.0}, "set the lamp to 21.5": {" degrees": 0.0},
+             "set the lamp to 21.5 degrees": {"<eot>": 0.0}, "set the lamp to 21 degrees": {"<eot>": 0.0}}
+    found = _constrained(_Table(vocab, table), space, TemplateDecoding(), None, None, 500, [99])  # type: ignore[arg-type]
+    assert found is not None and "".join(vocab[t] for t in found[0]) == " set the lamp to 21.5 degrees"

@@ -134,6 +134,8 @@ def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding, cap
     row = hyp.row
     text = model.text(hyp.tokens)
     ended = text.rstrip().endswith(tuple(_SENTENCE_END))  # after a full stop only the end of text
+    # ... or a number's decimals: Whisper writes "21.5" as " 21" + "." + "5"
+    point = text[-1:] == "." and text[-2:-1].isdigit()
     after_mark = text.rstrip()[-1:] in _SENTENCE_MARKS
     spoken = bool(text.strip())
     begins = _Begins(hyp.walker, text)
@@ -143,14 +145,17 @@ def _next_tokens(model: WhisperModel, hyp: _Hyp, settings: TemplateDecoding, cap
         if candidate == model.eot:
             if hyp.tokens and hyp.walker.is_whole(text):
                 found.append((candidate, float(row[candidate])))
-        elif (not ended and candidate < model.eot and (piece := _piece(model, candidate)).plain
+        elif (candidate < model.eot and (piece := _piece(model, candidate)).plain
+              and (not ended or (point and piece.text[:1].isdigit()))
               and (spoken or piece.word)  # a sentence begins with a word
               # no mark right after a mark: the walk skips marks, so ", , ," would be a free loop
               and not (piece.mark_first and after_mark)
               and begins(piece.text)
               and (not settings.cased_words or _cased(text + piece.text))
-              # a full stop only where a sentence may end: after one only the end of text may come
-              and (not piece.ends or hyp.walker.is_whole(text + piece.text))):
+              # a full stop only where a sentence may end (after one only the end of text may come),
+              # or as a decimal point
+              and (not piece.ends or hyp.walker.is_whole(text + piece.text)
+                   or (piece.text == "." and text[-1:].isdigit()))):
             found.append((candidate, float(row[candidate])))
         if len(found) == cap:
             break
