@@ -69,6 +69,7 @@ def number_slot(most: float) -> Slot:
     """A number range whose digits are at most ``most`` (one slot per bound, like ``glued_slot``)."""
     return Slot("range", 3, digits_close=True, most=most)
 
+
 _GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
 """A label that is one placeholder glued to text after it ("{brightness}%", "{hours}-hours"):
 the only kind Home Assistant's templates have."""

@@ -75,10 +75,10 @@ class TemplateDecoding:
     INT8 tiny.en, 2026-11-28): 1.0 580, 2.0 592, 2.5 588, 3.0 578 right intents, CPU per command
     p50 about the same (361-375 ms); with the beam at 16 as well 592; 593 with 2.0 once a range
     took only numbers hassil reads (16 gained, 3 lost against 1.0 before; p50 347 ms), 594 with a
-    decimal point after a digit (p50 343 ms). The places,
-    "un" and timers the audio goes on to say are reached where 1.0 ran out of calls on the short
-    sentence's neighbours ("cancel all timers" -> "... in our bedroom", "Close up the tv." ->
-    "... the awning around office"). hifitts read speech: the same 1 of 116 changed, WER 9.08 %."""
+    decimal point after a digit (p50 343 ms). The places, "un" and timers the audio goes on to say
+    are reached where 1.0 ran out of calls on the short sentence's neighbours ("cancel all timers"
+    -> "... in our bedroom", "Close up the tv." -> "... the awning around office"). hifitts read
+    speech: the same 1 of 116 changed, WER 9.08 %."""
     complete: bool = True
     """When ``max_steps`` runs out with no sentence finished, go on depth first (backtracking at
     dead ends) for at most the utterance's token limit more calls instead of giving up."""
