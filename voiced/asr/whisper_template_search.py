@@ -186,10 +186,16 @@ def _deep(hyp: _Hyp, settings: TemplateDecoding) -> float:
     return 1e6 * (len(hyp.tokens) + 2 * finished) + _rank(hyp, settings)
 
 
+def _per_token_score(logprob: float, tokens: int) -> float:
+    """Log-probability per token of a text of ``tokens`` tokens, end of text counted: a sentence
+    cut short is not preferred just for having fewer tokens to pay for, as in Whisper's own beam
+    search. The one per-token score the search, the aligner and the choice all compare."""
+    return logprob / (tokens + 1)
+
+
 def _normalized(hyp: _Hyp) -> float:
-    """Log-probability per token (end of text counted): a sentence cut short is not preferred
-    just for having fewer tokens to pay for, as in Whisper's own beam search."""
-    return hyp.logprob / (len(hyp.tokens) + 1)
+    """A hypothesis's ``_per_token_score``."""
+    return _per_token_score(hyp.logprob, len(hyp.tokens))
 
 
 def _constrained(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding, cross_k: ort.OrtValue,

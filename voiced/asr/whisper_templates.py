@@ -36,7 +36,7 @@ import numpy as np
 from voiced.asr.logprob import log_softmax
 from voiced.asr.spoken_length import syllables, without_repeats
 from voiced.asr.template_align import AlignSettings, sentences_near
-from voiced.asr.whisper_template_search import _SENTENCE_END, _constrained
+from voiced.asr.whisper_template_search import _SENTENCE_END, _constrained, _per_token_score
 from voiced.errors import ConfigError
 from voiced.sentencespace import SentenceSpace
 
@@ -224,8 +224,8 @@ class Choice:
         if self.constrained is None or self.constrained_logprob is None:
             return False
         # per token (end of text counted), as the search ranks: totals would favour short texts
-        con = self.constrained_logprob / (len(self.constrained[0]) + 1)
-        return con >= self.free_logprob / (len(self.free[0]) + 1) - self.margin
+        con = _per_token_score(self.constrained_logprob, len(self.constrained[0]))
+        return con >= _per_token_score(self.free_logprob, len(self.free[0])) - self.margin
 
     def with_margin(self, margin: float) -> Choice:
         """The same decoding judged with another margin (for choosing one on a development set)."""
@@ -281,7 +281,7 @@ class _Judge:
         return max(0.0, math.log((self._free + 1) / (syllables(self._model.text(tokens)) + 1)))
 
     def __call__(self, tokens: list[int], logprob: float) -> float:
-        per_token = logprob / (len(tokens) + 1)
+        per_token = _per_token_score(logprob, len(tokens))
         return per_token - self._penalty * self.shortness(tokens) if self._penalty else per_token
 
     def found(self, found: tuple[list[int], list[float], float]) -> float:
@@ -310,7 +310,7 @@ def _aligned(model: WhisperModel, space: SentenceSpace, settings: TemplateDecodi
 
 def _per_token(found: tuple[list[int], list[float], float]) -> float:
     """A constrained sentence's log-probability per token, end of text counted (as the choice judges)."""
-    return found[2] / (len(found[0]) + 1)
+    return _per_token_score(found[2], len(found[0]))
 
 
 def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: TemplateDecoding,
@@ -321,11 +321,11 @@ def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: T
     if free_tokens and space.walker().is_whole(model.text(free_tokens)):
         return Choice(free, free, 0.0, 0.0, settings.margin)  # already a command: nothing to add
     free_logprob = _score(model, cross_k, cross_v, initial, free_tokens)
+    wins_at = _per_token_score(free_logprob, len(free_tokens)) - settings.margin  # as ``Choice.from_templates`` judges
     floor = -np.inf
     if settings.hopeless is not None:  # below what could win ``Choice.from_templates``, and then some
-        floor = free_logprob / (len(free_tokens) + 1) - settings.margin - settings.hopeless
+        floor = wins_at - settings.hopeless
     unfinished: list[tuple[float, list[int]]] = []
-    wins_at = free_logprob / (len(free_tokens) + 1) - settings.margin  # as ``Choice.from_templates`` judges
     free_text = model.text(free_tokens)
     judge = _Judge(model, free_text, settings.short_penalty)
     constrained = _constrained(model, space, settings, cross_k, cross_v, num_frames, initial, floor, unfinished,
