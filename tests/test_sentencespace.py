@@ -8,7 +8,7 @@ import pytest
 
 from voiced.config import Config
 from voiced.intents import IntentRecognizer
-from voiced.sentencespace import Completion, SentenceSpace
+from voiced.sentencespace import Completion
 
 TEMPLATES = """
 language: en
@@ -122,6 +122,40 @@ area = ["office", "garage"]
     assert not walker.may_begin("add n000")  # a digit in it is not enough
     assert not walker.may_begin("add 4-hx")  # nor a number followed by other text
     assert not walker.is_whole("add 4-hour to my office timer x")
+
+
+def test_a_glued_number_is_read_as_hassil_reads_it_and_no_larger_than_its_range(tmp_path: Path) -> None:
+    """"{brightness}%" once took any run of digits, dots and commas ("150%", "28,000,000%"),
+    unbounded where a plain range was bounded: the depth-first rest could follow Whisper's runs of
+    ",000" through it. Now the number is one hassil reads, at most the range's end (100)."""
+    (tmp_path / "voiced.toml").write_text("""
+[intents]
+builtin = "home-assistant"
+[intents.lists]
+name = ["office timer"]
+area = ["office", "kitchen"]
+""")
+    recognizer = IntentRecognizer.from_section(Config.from_file(tmp_path / "voiced.toml").intents)
+    walker = recognizer.sentence_space().walker(wildcards=False)
+    for text in ("set the brightness in the kitchen to 50%", "set the brightness in the kitchen to 100%",
+                 "set the temp in the kitchen to 21,5°", "add 100-hours to my office timer"):
+        assert walker.is_whole(text) and recognizer.recognize(text) is not None, text
+    assert walker.may_begin("set the brightness in the kitchen to 10") and walker.may_begin("add 12.")
+    for text in ("set the brightness in the kitchen to 150", "set the brightness in the kitchen to 101%",
+                 "set the brightness in the kitchen to 28,000,000%", "set the brightness in the kitchen to 5.0.1%",
+                 "add 101-hours"):
+        assert not walker.may_begin(text), text
+    assert recognizer.recognize("set the brightness in the kitchen to 150%") is None
+
+
+def test_a_number_in_digits_closes_a_range_with_a_decimal_comma_too(recognizer: IntentRecognizer) -> None:
+    """A range in digits is one word ("50", not "50 five"); a decimal comma ("21,5", which hassil
+    reads as 21.5) once left the range open for more number words."""
+    walker = recognizer.sentence_space().walker()
+    assert walker.may_begin("set the lamp to 21,5 percent") and walker.may_begin("set the lamp to 21.5 percent")
+    for text in ("set the lamp to 21,5 five", "set the lamp to 21.5 five", "set the lamp to 50 five"):
+        assert not walker.may_begin(text), text
+    assert walker.may_begin("set the lamp to twenty five")
 
 
 def test_digits_fit_a_range_as_hassil_reads_them_and_no_larger_than_it_goes(recognizer: IntentRecognizer) -> None:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hassil import Intents
 
-__all__ = ["MAX_VALUE_TEXTS", "NUMBER", "NUMBER_WORDS", "OPEN", "Slot", "Trie", "fits", "glued_slot", "lists_by_slot",
-           "number_slot", "slot_takes", "values_trie", "words_of"]
+__all__ = ["MAX_VALUE_TEXTS", "NUMBER", "NUMBER_WORDS", "OPEN", "Slot", "Trie", "fits", "glued_name", "glued_slot",
+           "is_digits", "lists_by_slot", "number_slot", "slot_takes", "values_trie", "words_of"]
 
 _STRIP = string.punctuation.replace("'", "").replace("%", "")
 
@@ -70,17 +70,23 @@ def number_slot(most: float) -> Slot:
     return Slot("range", 3, digits_close=True, most=most)
 
 
-_GLUED = re.compile(r"\{[^{}]+\}([^{}\s]*)")
+_GLUED = re.compile(r"\{([^{}]+)\}([^{}\s]*)")
 """A label that is one placeholder glued to text after it ("{brightness}%", "{hours}-hours"):
 the only kind Home Assistant's templates have."""
 
 
-@functools.cache
-def glued_slot(label: str) -> Slot:
-    """A list glued to text in one word: exactly one word, a number then the label's text (one
-    slot per label, as for every other list)."""
+def glued_name(label: str) -> str | None:
+    """The slot a glued label fills ("brightness" of "{brightness}%"); None for other labels."""
     match = _GLUED.fullmatch(label)
-    return Slot("glued", 1, suffix=match.group(1).lower() if match else "")
+    return match.group(1) if match else None
+
+
+@functools.cache
+def glued_slot(label: str, most: float | None = None) -> Slot:
+    """A list glued to text in one word: exactly one word, a number (at most ``most``) then the
+    label's text (one slot per label and bound, as for every other list)."""
+    match = _GLUED.fullmatch(label)
+    return Slot("glued", 1, suffix=match.group(2).lower() if match else "", most=most)
 
 
 MAX_VALUE_TEXTS = 200
@@ -151,9 +157,6 @@ search once followed through Whisper's runs of ",000" for its whole budget)."""
 _DIGITS_BEGUN = re.compile(r"\d+(?:[.,]\d*)?")
 """The beginning of a ``_DIGITS`` number ("21.", "21,")."""
 
-_NUMBER_START = re.compile(r"\d[\d.,]*")
-"""The number a glued word begins with."""
-
 NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
     " seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
@@ -166,15 +169,26 @@ def fits(slot: Slot, word: str, partial: bool = False) -> bool:
     if slot is OPEN:
         return True
     if slot.suffix is not None:  # "34-hours", "50%": the number, then the text glued to it
-        number = _NUMBER_START.match(word)
+        number = (_DIGITS_BEGUN if partial else _DIGITS).match(word)
         if number is None:
             return partial and not word
         rest = word[number.end():]
-        return slot.suffix.startswith(rest) if partial else rest == slot.suffix
+        glued = slot.suffix.startswith(rest) if partial else rest == slot.suffix
+        return glued and _at_most(number.group(), slot.most)
     if (_DIGITS_BEGUN if partial else _DIGITS).fullmatch(word):
-        # a beginning's value is at most the whole number's
-        return slot.most is None or float(word.replace(",", ".").rstrip(".")) <= slot.most
+        return _at_most(word, slot.most)
     return any(w.startswith(word) for w in NUMBER_WORDS) if partial else word in NUMBER_WORDS
+
+
+def _at_most(digits: str, most: float | None) -> bool:
+    """Is the number ``digits`` (or its beginning: a beginning's value is at most the whole
+    number's) no larger than ``most``?"""
+    return most is None or float(digits.replace(",", ".").rstrip(".")) <= most
+
+
+def is_digits(word: str) -> bool:
+    """Is ``word`` a whole number in digits as hassil reads one ("50", "21.5", "21,5")?"""
+    return _DIGITS.fullmatch(word) is not None
 
 
 def slot_takes(slot: Slot, took: int) -> bool:

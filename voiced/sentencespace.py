@@ -32,7 +32,9 @@ from voiced.sentenceslots import (
     Slot,
     Trie,
     fits,
+    glued_name,
     glued_slot,
+    is_digits,
     lists_by_slot,
     number_slot,
     slot_takes,
@@ -157,8 +159,10 @@ class SentenceSpace:
     def _list_for(self, label: str) -> tuple[Trie | Slot, ...]:
         """What a placeholder may be: a slot filled by a text list and a wildcard is either."""
         match = _PLACEHOLDER.match(label)
-        if match is None:
-            return (glued_slot(label),)  # a list glued to text, e.g. "{brightness}%"
+        if match is None:  # a list glued to text, e.g. "{brightness}%": a number up to its ranges' end
+            ranges = [k for k in self._lists.get(glued_name(label) or "", ()) if isinstance(k, Slot) and k.digits_close]
+            bounds = [k.most for k in ranges if k.most is not None]
+            return (glued_slot(label, max(bounds) if ranges and len(bounds) == len(ranges) else None),)
         return self._lists.get(match.group(1), (OPEN,))
 
     def _advance(self, positions: Iterable[_Pos], word: str, wildcards: bool = True) -> set[_Pos]:
@@ -229,7 +233,7 @@ class SentenceSpace:
 
 def _slot_step(state: int, slot: Slot, took: int, word: str, anchored: bool) -> _Pos:
     """The slot takes ``word``: a number in digits closes a range, other words count."""
-    closed = slot.digits_close and word.rstrip("%").replace(".", "", 1).isdigit()
+    closed = slot.digits_close and is_digits(word)
     return _Pos(state, slot, -1 if closed else took + 1, anchored)
 
 
