@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.test_whisper_templates import OFFICE_CLIP
+from voiced.asr.wer import wer
 from voiced.audio.wav import read_wav, write_wav
 from voiced.bench.recordings import read_recordings
 from voiced.cli import main as voiced_main
@@ -59,6 +60,14 @@ def test_recordings_are_decoded_free_and_template_aware_with_the_config_s_intent
         assert report[side]["right_intents"] == 1 and office[side]["right"]
     assert [r["wanted"] for r in read] == [None, None]
     assert report["cpu_ms_per_recording"]["template_aware_p50"] > 0
+    for side in ("free", "template_aware", "faster_whisper_int8"):
+        pairs = [(f["reference"], f[side]["text"]) for f in report["files"]]
+        assert report[side]["wer_numbers_as_words_percent"] == wer(pairs, spoken_numbers=True), side
+        # the references write "ten" where Whisper may write "10": read out, that is no error
+        assert report[side]["wer_numbers_as_words_percent"] <= report[side]["wer_percent"], side
+    spoken = report["template_wer_over_faster_whisper_numbers_as_words"]
+    fw = report["faster_whisper_int8"]["wer_numbers_as_words_percent"]
+    assert spoken == (round(report["template_aware"]["wer_numbers_as_words_percent"] / fw, 3) if fw else None)
 
 
 def _listing(folder: Path, text: str) -> Path:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from unicode_rbnf import RbnfEngine
 
-__all__ = ["syllables", "without_repeats"]
+__all__ = ["number_words", "syllables", "without_repeats"]
 
 _WORD = re.compile(r"[a-z']+|\d+(?:\.\d+)?|[%°]")
 _VOWELS = re.compile(r"[aeiouy]+")
@@ -26,7 +26,8 @@ _SYMBOLS = {"%": "percent", "°": "degrees"}
 
 
 @cache
-def _number_words(number: str) -> str:
+def number_words(number: str) -> str:
+    """A number in digits read out in English words ("21.5" -> "twenty one point five")."""
     value = float(number) if "." in number else int(number)
     try:
         return _english().format_number(value).text.replace("-", " ")
@@ -53,7 +54,7 @@ def syllables(text: str) -> int:
     count = 0
     for word in _WORD.findall(text.lower()):
         if word[0].isdigit():
-            count += syllables(_number_words(word))
+            count += syllables(number_words(word))
         elif word in _SYMBOLS:
             count += syllables(_SYMBOLS[word])
         else:

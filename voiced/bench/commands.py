@@ -31,7 +31,8 @@ import numpy as np
 
 from voiced.asr.wer import wer
 
-__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render", "room_impulse", "speak"]
+__all__ = ["AREAS", "MARGINS", "NAMES", "Command", "bench_commands", "make_commands", "render", "room_impulse", "speak",
+           "wer_ratios"]
 
 NAMES = ("kitchen light", "porch light", "living room lamp", "ceiling fan", "garage door", "desk lamp",
          "hallway light", "bedroom heater", "front door", "tv")
@@ -122,11 +123,21 @@ def render(commands: Sequence[Command], voice, babble: Sequence[np.ndarray], see
 
 
 def _figures(refs: Sequence[str], texts: Sequence[str], wanted: Sequence, recognizer) -> dict[str, float]:
-    figures = {"wer_percent": wer(zip(refs, texts))}
+    figures = {"wer_percent": wer(zip(refs, texts)), "wer_numbers_as_words_percent": wer(zip(refs, texts), True)}
     if wanted:
         right = sum(_key(recognizer.recognize(t)) == w for t, w in zip(texts, wanted))
         figures["intent_accuracy_percent"] = round(100 * right / len(wanted), 1)
     return figures
+
+
+def wer_ratios(figures: dict) -> dict[str, float | None]:
+    """Template-aware WER over faster-whisper's, with each normalizer (None where it made none)."""
+    out: dict[str, float | None] = {}
+    for key, name in (("wer_percent", "template_wer_over_faster_whisper"),
+                      ("wer_numbers_as_words_percent", "template_wer_over_faster_whisper_numbers_as_words")):
+        fw = figures["faster_whisper_int8"][key]
+        out[name] = round(figures["template_aware"][key] / fw, 3) if fw else None
+    return out
 
 
 def hifitts_files(speech: Path) -> list[Path]:
@@ -307,9 +318,7 @@ def bench_commands(model_dir: Path, speech: Path, count: int = 120, seed: int = 
             fw_texts, fw_s = faster_whisper_texts(ct2_dir, [audio[i] for i in test], initial_prompt=prompt_says)
             report["test"]["faster_whisper_int8_prompt"] = _figures(test_refs, fw_texts, test_wanted, recognizer)
             report["cpu_ms_per_command"]["faster_whisper_int8_prompt_p50"] = round(1000 * float(np.median(fw_s)), 1)
-        fw_wer = report["test"]["faster_whisper_int8"]["wer_percent"]
-        report["test"]["template_wer_over_faster_whisper"] = round(
-            report["test"]["template_aware"]["wer_percent"] / max(fw_wer, 1e-9), 3)
+        report["test"].update(wer_ratios(report["test"]))
     if close_talk:
         report["close_talk"] = _close_talk(whisper, recognizer, commands, speak(commands, speech, voice, seed, room=False),
                                            margin, ct2_dir)
@@ -374,5 +383,6 @@ def _close_talk(whisper, recognizer, commands: Sequence[Command], audio: Sequenc
         if test and ct2_dir is not None:
             figures["faster_whisper_int8"] = _figures(refs, faster_whisper_texts(ct2_dir, [audio[i] for i in idx])[0],
                                                       wanted, recognizer)
+            figures.update(wer_ratios(figures))
         out[split] = figures
     return out

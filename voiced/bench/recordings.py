@@ -122,6 +122,7 @@ def _figures(refs: Sequence[str], texts: Sequence[str], wanted: Sequence, keys: 
     in_domain = [i for i, w in enumerate(wanted) if w is not None]
     right = sum(keys[i] == wanted[i] for i in in_domain)
     return {"wer_percent": round(wer(zip(refs, texts)), 2),
+            "wer_numbers_as_words_percent": round(wer(zip(refs, texts), True), 2),
             "intent_accuracy_percent": round(100 * right / len(in_domain), 1) if in_domain else None,
             "right_intents": right,
             "false_intents": sum(keys[i] is not None for i, w in enumerate(wanted) if w is None)}
@@ -135,7 +136,7 @@ def bench_recordings(model_dir: Path, folder: Path, config: Path | None = None,
     Per file, ``right``: the wanted intent, or none for free speech."""
     from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
     from voiced.asr.whisper_templates import TemplateDecoding
-    from voiced.bench.commands import _intents, _key, _progress
+    from voiced.bench.commands import _intents, _key, _progress, wer_ratios
     from voiced.audio.frames import SAMPLE_RATE
     from voiced.bench.whisper import default_ct2_dir, faster_whisper_texts
 
@@ -179,7 +180,5 @@ def bench_recordings(model_dir: Path, folder: Path, config: Path | None = None,
                       for side in sides}} for i, (r, w) in enumerate(zip(recordings, wanted))],
     }
     if "faster_whisper_int8" in sides:
-        fw_wer = report["faster_whisper_int8"]["wer_percent"]  # type: ignore[index]
-        report["template_wer_over_faster_whisper"] = None if fw_wer == 0 else round(
-            report["template_aware"]["wer_percent"] / fw_wer, 3)  # type: ignore[index]
+        report.update(wer_ratios(report))
     return report
