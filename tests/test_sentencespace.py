@@ -105,18 +105,24 @@ area = ["kitchen", "bedroom"]
     assert not space.walker(wildcards=False).may_begin("close up the quick")  # only wildcard text could
 
 
-def test_a_word_glued_to_a_number_is_that_number_then_exactly_its_text(tmp_path: Path) -> None:
-    """Home Assistant's "{hours}-hours", "{brightness}%": one word, a number, then the label's text.
-    Any word with a digit in it once passed, so a decoder could wander through "n000zj" words."""
-    (tmp_path / "voiced.toml").write_text("""
+@pytest.fixture(scope="module")
+def home_assistant(tmp_path_factory: pytest.TempPathFactory) -> IntentRecognizer:
+    """Home Assistant's built-in English sentences with a timer's name and three areas."""
+    path = tmp_path_factory.mktemp("home") / "voiced.toml"
+    path.write_text("""
 [intents]
 builtin = "home-assistant"
 [intents.lists]
 name = ["office timer"]
-area = ["office", "garage"]
+area = ["office", "garage", "kitchen"]
 """)
-    space = IntentRecognizer.from_section(Config.from_file(tmp_path / "voiced.toml").intents).sentence_space()
-    walker = space.walker(wildcards=False)
+    return IntentRecognizer.from_section(Config.from_file(path).intents)
+
+
+def test_a_word_glued_to_a_number_is_that_number_then_exactly_its_text(home_assistant: IntentRecognizer) -> None:
+    """Home Assistant's "{hours}-hours", "{brightness}%": one word, a number, then the label's text.
+    Any word with a digit in it once passed, so a decoder could wander through "n000zj" words."""
+    walker = home_assistant.sentence_space().walker(wildcards=False)
     assert walker.is_whole("add 4-hours to my office timer")
     assert walker.may_begin("add 4") and walker.may_begin("add 4-ho") and walker.may_begin("add 12.5-")
     assert not walker.may_begin("add n000")  # a digit in it is not enough
@@ -124,18 +130,12 @@ area = ["office", "garage"]
     assert not walker.is_whole("add 4-hour to my office timer x")
 
 
-def test_a_glued_number_is_read_as_hassil_reads_it_and_no_larger_than_its_range(tmp_path: Path) -> None:
+def test_a_glued_number_is_read_as_hassil_reads_it_and_no_larger_than_its_range(
+        home_assistant: IntentRecognizer) -> None:
     """"{brightness}%" once took any run of digits, dots and commas ("150%", "28,000,000%"),
     unbounded where a plain range was bounded: the depth-first rest could follow Whisper's runs of
     ",000" through it. Now the number is one hassil reads, at most the range's end (100)."""
-    (tmp_path / "voiced.toml").write_text("""
-[intents]
-builtin = "home-assistant"
-[intents.lists]
-name = ["office timer"]
-area = ["office", "kitchen"]
-""")
-    recognizer = IntentRecognizer.from_section(Config.from_file(tmp_path / "voiced.toml").intents)
+    recognizer = home_assistant
     walker = recognizer.sentence_space().walker(wildcards=False)
     for text in ("set the brightness in the kitchen to 50%", "set the brightness in the kitchen to 100%",
                  "set the temp in the kitchen to 21,5°", "add 100-hours to my office timer"):

@@ -14,11 +14,9 @@ from collections.abc import Iterable
 
 from voiced.asr.spoken_length import number_words
 
-__all__ = ["NORMALIZER", "NUMBERS_AS_WORDS", "normalize", "numbers_as_words", "word_errors", "wer"]
+__all__ = ["NORMALIZER", "normalize", "numbers_as_words", "word_errors", "wer"]
 
 NORMALIZER = "lower case, punctuation dropped (apostrophes inside words kept), no number normalization"
-
-NUMBERS_AS_WORDS = NORMALIZER + "; numbers in digits, % and ° read out as words first"
 
 _DROP = re.compile(r"[^\w' ]+|_")
 _SIGNS = {"%": " percent ", "°": " degrees "}
