@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from unicode_rbnf import RbnfEngine
 
-__all__ = ["number_words", "syllables", "without_repeats"]
+__all__ = ["SIGN_WORDS", "number_words", "syllables", "without_repeats"]
 
 _WORD = re.compile(r"[a-z']+|\d+(?:\.\d+)?|[%°]")
 _VOWELS = re.compile(r"[aeiouy]+")
-_SYMBOLS = {"%": "percent", "°": "degrees"}
+SIGN_WORDS = {"%": "percent", "°": "degrees"}
+"""Signs written after a number, as they are said."""
 
 
 @cache
@@ -55,8 +56,8 @@ def syllables(text: str) -> int:
     for word in _WORD.findall(text.lower()):
         if word[0].isdigit():
             count += syllables(number_words(word))
-        elif word in _SYMBOLS:
-            count += syllables(_SYMBOLS[word])
+        elif word in SIGN_WORDS:
+            count += syllables(SIGN_WORDS[word])
         else:
             count += _word_syllables(word)
     return count

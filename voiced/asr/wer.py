@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from voiced.asr.spoken_length import number_words
+from voiced.asr.spoken_length import SIGN_WORDS, number_words
 
 __all__ = ["NORMALIZER", "normalize", "numbers_as_words", "word_errors", "wer"]
 
 NORMALIZER = "lower case, punctuation dropped (apostrophes inside words kept), no number normalization"
 
 _DROP = re.compile(r"[^\w' ]+|_")
-_SIGNS = {"%": " percent ", "°": " degrees "}
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -27,8 +26,8 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 def numbers_as_words(text: str) -> str:
     """``text`` with its numbers in digits, "%" and "°" read out as words: "Set it to 21.5°" ->
     "Set it to  twenty one point five  degrees "."""
-    for sign, words in _SIGNS.items():
-        text = text.replace(sign, words)
+    for sign, words in SIGN_WORDS.items():
+        text = text.replace(sign, f" {words} ")
     return _NUMBER.sub(lambda m: f" {number_words(m.group())} ", _THOUSANDS.sub("", text))
 
 

@@ -16,6 +16,7 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from voiced.asr.logprob import log_softmax
+from voiced.asr.spoken_length import SIGN_WORDS
 from voiced.asr.whisper_prefix import CachedTokens, PrefixCaches
 from voiced.sentencespace import Following, SentenceSpace, SpaceWalker, words_of
 
@@ -32,7 +33,7 @@ _SENTENCE_MARKS = frozenset(".,?!")
 _SENTENCE_END = frozenset(".?!")
 
 
-_UNIT_SIGNS = frozenset("%°")
+_UNIT_SIGNS = frozenset(SIGN_WORDS)
 """Signs a template writes after a number ("50%", "21.5°"), which Whisper's tokens carry alone or
 with a mark ("%", "%.")."""
 
