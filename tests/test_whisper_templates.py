@@ -137,14 +137,13 @@ def seed11_dev(whisper_int8_dir: Path, speech: Path):
 @pytest.mark.parametrize(("index", "off"), [
     # no sentence found; "Resume the 36 hour timer." is 4 word edits from the free "He was in the 36 hour time."
     (36, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
-    # the search finds only an improbable sentence ("Office, 30,"); "Pause the thirty eight hours
-    # timer." is 2 word edits from the free "Also, the thirties eight hours timer." (the deeper
-    # search of ``token_reward`` 2 finds it itself: off is the search of 1 nat per token)
-    (268, {"align_below": None, "token_reward": 1.0}),
+    # (268, "pause the 38 hour timer", showed ``align_below`` until the packages of a fresh install
+    # on 2026-11-28 (onnxruntime 1.32.0 among them; 1.31.1 the same) heard "Also, the 30s 8 hours
+    # timer.": "Pause the 8 hours timer." with every setting; it has no case now)
 ])
 def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_dev, index: int, off) -> None:
-    """The wider ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
-    improbable) each get one development command right that the decoding without them gets wrong."""
+    """The wider ``AlignSettings`` gets a development command right that the decoding without it gets
+    wrong (``align_below``, align also when the search's sentence is improbable, lost its case)."""
     recognizer, commands, audio, whisper = seed11_dev
     assert commands[index].text == {36: "resume the 36 hour timer", 268: "pause the 38 hour timer"}[index]
     wanted = (commands[index].intent, commands[index].slots)
@@ -174,7 +173,8 @@ def test_a_deeper_search_reaches_what_the_audio_goes_on_to_say(seed11_dev, index
 
 @pytest.mark.shared
 @pytest.mark.parametrize(("index", "said", "cut_short"), [
-    (192, "unpause the tv shows in the living room", "pause"),  # free: "and pause the TV shows ..."
+    # (192, "unpause the tv shows in the living room": since the fresh install of 2026-11-28 it is
+    # right with short_penalty 0 too; this case was the same on the base commit, e731ba2)
     (258, "what's the weather in our desk lamp", "What's the weather?"),  # the place left unsaid
 ])
 def test_a_sentence_that_leaves_part_of_the_audio_unsaid_loses(seed11_dev, index: int, said: str,
