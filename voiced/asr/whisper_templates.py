@@ -350,10 +350,11 @@ def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: T
                           free: tuple[list[int], list[float]]) -> Choice:
     """Decode constrained beside the free greedy transcript ``free`` and weigh the two."""
     free_tokens = free[0]
+    free_text = model.text(free_tokens)
     kept = Choice(free, free, 0.0, 0.0, settings.margin)  # the free transcript, a command as it is
     through_wildcard = False
-    if free_tokens and space.walker().is_whole(model.text(free_tokens)):
-        if settings.wildcard_margin is None or space.walker(wildcards=False).is_whole(model.text(free_tokens)):
+    if free_tokens and space.walker().is_whole(free_text):
+        if settings.wildcard_margin is None or space.walker(wildcards=False).is_whole(free_text):
             return kept  # already a command: nothing to add
         through_wildcard = True  # a command, but any words fit a wildcard: a template sentence may fit better
         settings = replace(settings, margin=settings.wildcard_margin)
@@ -365,7 +366,6 @@ def decode_with_templates(model: WhisperModel, space: SentenceSpace, settings: T
     if settings.hopeless is not None:  # below what could win ``Choice.from_templates``, and then some
         floor = wins_at - settings.hopeless
     unfinished: list[tuple[float, list[int]]] = []
-    free_text = model.text(free_tokens)
     judge = _Judge(model, free_text, settings.short_penalty)
     constrained = _constrained(model, space, settings, cross_k, cross_v, num_frames, initial, floor, unfinished,
                                wins_at=wins_at, judge=judge)
