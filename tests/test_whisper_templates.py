@@ -7,6 +7,7 @@ run), real hifitts read speech.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -97,12 +98,18 @@ def test_commands_whose_first_word_the_audio_disfavours_are_found(bench_dev, spe
     assert sum(free) <= 2 and sum(template) >= 5, (free, template)
 
 
+@functools.cache
+def _space_of(recognizer):
+    """``recognizer``'s sentence space, compiled once per recognizer (0.75 s each time otherwise)."""
+    return recognizer.sentence_space()
+
+
 def _intent_with(recognizer, whisper: WhisperRecognizer, settings: TemplateDecoding, samples: np.ndarray) -> object:
     """The intent key of ``samples`` decoded template-aware with ``settings`` (``whisper``'s sessions)."""
     from voiced.bench.commands import _key
 
     ours = WhisperRecognizer(whisper.model, whisper.config)
-    ours.use_templates(recognizer.sentence_space(), settings)
+    ours.use_templates(_space_of(recognizer), settings)
     return _key(recognizer.recognize(ours.model.text(ours.choose(samples).tokens)))
 
 
@@ -137,10 +144,13 @@ def alone(whisper_int8_dir: Path, speech: Path):
     """Commands spoken one at a time in the bench's room, each with its own seed (a seed on whose
     audio the setting under test makes the difference, found by trying seeds; one command instead
     of the hundreds before it in a bench set)."""
+    from voiced.bench.commands import _intents
+
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
+    intents = _intents()
 
     def said(text: str, seed: int):
-        recognizer, commands, audio = said_commands(speech, [text], seed)
+        recognizer, commands, audio = said_commands(speech, [text], seed, recognizer=intents)
         return recognizer, (commands[0].intent, commands[0].slots), audio[0]
 
     return whisper, said
@@ -197,7 +207,7 @@ def test_a_sentence_that_leaves_part_of_the_audio_unsaid_loses(alone, said: str,
     whisper, speak = alone
     recognizer, wanted, samples = speak(said, seed)
     ours = WhisperRecognizer(whisper.model, whisper.config)
-    ours.use_templates(recognizer.sentence_space(), TemplateDecoding(short_penalty=0.0))
+    ours.use_templates(_space_of(recognizer), TemplateDecoding(short_penalty=0.0))
     without = ours.model.text(ours.choose(samples).tokens)
     assert without.strip() == cut_short
     assert _key(recognizer.recognize(without)) != wanted
@@ -219,7 +229,7 @@ def test_a_command_across_the_room_is_heard_once_dereverberated(bench_dev) -> No
 
     def choice(dereverb: DereverbConfig | None):
         ours = WhisperRecognizer(whisper.model, replace(whisper.config, dereverb=dereverb))
-        ours.use_templates(recognizer.sentence_space(), TemplateDecoding())
+        ours.use_templates(_space_of(recognizer), TemplateDecoding())
         return ours.choose(audio[index])
 
     def heard(c) -> tuple:
@@ -302,7 +312,7 @@ def test_an_improbable_template_sentence_does_not_replace_read_speech(commands_s
     choice = whisper.choose(samples)
     assert whisper.model.text(choice.tokens).strip() == heard and not choice.from_templates
     loose = WhisperRecognizer(whisper.model, whisper.config)
-    loose.use_templates(recognizer.sentence_space(), TemplateDecoding(least_probable=None))
+    loose.use_templates(_space_of(recognizer), TemplateDecoding(least_probable=None))
     assert loose.model.text(loose.choose(samples).tokens).strip() == forced
 
 
@@ -327,7 +337,7 @@ def test_a_command_through_a_wildcard_keeps_its_words(whisper_int8_dir: Path, sp
     a margin as wide as the one for other transcripts, the delayed command would lose its delay."""
     recognizer, _, audio = said_commands(speech, WILDCARD_COMMANDS, seed=3, room=False)
     whisper = WhisperRecognizer.load(whisper_int8_dir, WhisperConfig())
-    whisper.use_templates(recognizer.sentence_space(), TemplateDecoding())
+    whisper.use_templates(_space_of(recognizer), TemplateDecoding())
     texts = []
     for samples in audio:
         choice = whisper.choose(samples)
@@ -336,7 +346,7 @@ def test_a_command_through_a_wildcard_keeps_its_words(whisper_int8_dir: Path, sp
     assert texts == ["Turn off the kitchen light in 5 minutes.", "Add paper towels to my shopping list.",
                      "Play the album Abbey Road in the kitchen.", "Remove eggs from my shopping list."]
     wide = WhisperRecognizer(whisper.model, whisper.config)
-    wide.use_templates(recognizer.sentence_space(), TemplateDecoding(wildcard_margin=3.0))
+    wide.use_templates(_space_of(recognizer), TemplateDecoding(wildcard_margin=3.0))
     assert wide.model.text(wide.choose(audio[0]).tokens).strip() == "Turn off the kitchen light in the living room."
 
 
