@@ -139,6 +139,12 @@ def test_a_longer_sentence_and_one_the_search_did_not_finish_are_found(bench_dev
     assert heard(TemplateDecoding(**off)) != wanted
 
 
+NARROW = {"max_steps": 120, "beam": 8}
+"""The search's width before 2026-11-28 evening (120 decoder calls, 8 tokens per hypothesis), on
+which the mechanism cases below were found; the wider default search finds some of those commands
+itself (and loses one: "how much time left on timer in my office", seed 15, is then "... on timer")."""
+
+
 @pytest.fixture(scope="module")
 def alone(whisper_int8_dir: Path, speech: Path):
     """Commands spoken one at a time in the bench's room, each with its own seed (a seed on whose
@@ -167,15 +173,27 @@ def alone(whisper_int8_dir: Path, speech: Path):
 ])
 def test_a_command_the_search_misses_is_found_near_the_free_transcript(alone, said: str, seed: int, off) -> None:
     """The wide ``AlignSettings`` and ``align_below`` (align also when the search's sentence is
-    improbable) get a command right that the decoding without them gets wrong."""
+    improbable) get a command right that the decoding without them gets wrong (both with the
+    ``NARROW`` search)."""
     whisper, speak = alone
     recognizer, wanted, samples = speak(said, seed)
 
     def heard(settings: TemplateDecoding) -> object:
         return _intent_with(recognizer, whisper, settings, samples)
 
-    assert heard(TemplateDecoding()) == wanted
-    assert heard(TemplateDecoding(**off)) != wanted
+    assert heard(TemplateDecoding(**NARROW)) == wanted
+    assert heard(TemplateDecoding(**NARROW, **off)) != wanted
+
+
+@pytest.mark.shared
+def test_the_search_is_wide_enough_for_a_first_word_the_audio_disfavours(alone) -> None:
+    """240 decoder calls and 16 tokens per hypothesis: "Pause my music in my kitchen." is found,
+    where the ``NARROW`` search ran out on other beginnings and the free transcript ("I'm not going
+    to use it in my case, ...") was kept."""
+    whisper, speak = alone
+    recognizer, wanted, samples = speak("pause my music in my kitchen", 1)
+    assert _intent_with(recognizer, whisper, TemplateDecoding(), samples) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(**NARROW), samples) != wanted
 
 
 @pytest.mark.shared
@@ -186,11 +204,11 @@ def test_a_command_the_search_misses_is_found_near_the_free_transcript(alone, sa
 def test_a_deeper_search_reaches_what_the_audio_goes_on_to_say(alone, said: str, seed: int) -> None:
     """``token_reward`` 2 nats per token: the search goes deeper before it turns back to a cheaper
     beginning, and reaches the place the command ends with where 1 nat spent its calls on the
-    short sentence's neighbours."""
+    short sentence's neighbours (both with the ``NARROW`` search)."""
     whisper, speak = alone
     recognizer, wanted, samples = speak(said, seed)
-    assert _intent_with(recognizer, whisper, TemplateDecoding(), samples) == wanted
-    assert _intent_with(recognizer, whisper, TemplateDecoding(token_reward=1.0), samples) != wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(**NARROW), samples) == wanted
+    assert _intent_with(recognizer, whisper, TemplateDecoding(**NARROW, token_reward=1.0), samples) != wanted
 
 
 @pytest.mark.shared
@@ -299,7 +317,8 @@ def test_read_speech_keeps_its_free_transcript(commands_setup) -> None:
 
 @pytest.mark.shared
 @pytest.mark.parametrize(("index", "heard", "forced"), [
-    (12, "faulted been eater.", "TV."),
+    # (file 12, "faulted been eater.", was "TV." without it until the search widened to 240 calls
+    # and a beam of 16; it keeps its free transcript either way now)
     (103, "yet when he got up", "Any of the lights on?"),
     (108, "or vice versa.", "What is the time?"),
 ])
