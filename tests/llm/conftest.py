@@ -17,12 +17,13 @@ BUILD_DEPS = ("onnxruntime_genai", "transformers", "torch", "tokenizers", "onnx_
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random-weight Llama folder made by onnxruntime-genai's builder (about 10 s, once)."""
+    """A random-weight Llama folder made by onnxruntime-genai's builder (about 10 s, once per run)."""
     for module in BUILD_DEPS:
         pytest.importorskip(module, reason=f"{module} is needed to build the test LLM (pip install -e '.[test]')")
     from tests.llm.tinymodel import build_tiny_model
+    from tests.worker_share import built_once
 
-    return build_tiny_model(tmp_path_factory.mktemp("llm") / "tiny")
+    return built_once(tmp_path_factory, "tiny-llm", build_tiny_model)
 
 
 @pytest.fixture(scope="session")
