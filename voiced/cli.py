@@ -171,6 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from voiced.config import Config
     from voiced.pipeline import Daemon, ListenMode
+    from voiced.runtime.hugepages import advise_huge_pages
     from voiced.runtime.notify import SystemdNotifier
 
     faulthandler.enable()  # a watchdog SIGABRT then logs every thread's stack
@@ -187,6 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     daemon.client.wait_first_attempt(1.0)
     notifier.ready(daemon.status_line())
     log.info("voiced running as site %s: %s", config.site.id, daemon.status_line())
+    advise_huge_pages()  # the weights into huge pages now that READY=1 is out (models load without)
     while not daemon.supervisor.wait(0.5):
         if reload_requested.is_set():
             reload_requested.clear()
@@ -209,6 +211,7 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
 
     from voiced.config import Config
     from voiced.core import Core
+    from voiced.runtime.hugepages import advise_huge_pages
     from voiced.runtime.notify import SystemdNotifier
     from voiced.wyoming.server import WyomingServer
 
@@ -228,6 +231,7 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     core.start()
     notifier.ready(core.status_line())
     log.info("voiced wyoming serving on %s (port %s)", wy.uri, server.port)
+    advise_huge_pages()  # the weights into huge pages now that READY=1 is out (models load without)
     while not core.supervisor.wait(0.5):
         pass
     notifier.stopping("stopping")

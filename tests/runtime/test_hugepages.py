@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,52 @@ def test_large_anonymous_mappings_become_huge_page_eligible() -> None:
 
 def test_small_mappings_are_left_alone() -> None:
     assert advise_huge_pages(min_region=1 << 50) == 0
+
+
+
+_COLLAPSE_CHILD = """
+import ctypes
+import mmap
+from pathlib import Path
+
+from voiced.runtime.hugepages import HUGE_PAGE, advise_huge_pages
+
+
+def huge_kb(address):
+    # AnonHugePages of the mapping that holds ``address``
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            start, end = (int(x, 16) for x in head.split("-"))
+            inside = start <= address < end
+        elif inside and head == "AnonHugePages:":
+            return int(line.split()[1])
+    raise SystemExit("no mapping holds the block")
+
+
+block = mmap.mmap(-1, 32 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+block[:] = bytes(range(256)) * (len(block) // 256)
+address = ctypes.addressof(ctypes.c_char.from_buffer(block)) + 16 * HUGE_PAGE
+advise_huge_pages(collapse=False)
+advised_only = huge_kb(address)
+advise_huge_pages()
+print(advised_only, huge_kb(address))
+"""
+
+
+def _kernel_at_least(major: int, minor: int) -> bool:
+    release = os.uname().release.split("-")[0].split(".")
+    return (int(release[0]), int(release[1])) >= (major, minor)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.is_file() or "[madvise]" not in THP.read_text()
+                    or not _kernel_at_least(6, 1),
+                    reason="needs Linux 6.1+ (MADV_COLLAPSE) with transparent huge pages set to madvise")
+def test_the_copy_into_huge_pages_waits_until_asked() -> None:
+    """The daemon loads with ``collapse=False`` and collapses after READY=1: advised alone, the block
+    stays in small pages (khugepaged's, later); asked again, it is in huge pages when the call returns."""
+    out = subprocess.run([sys.executable, "-c", _COLLAPSE_CHILD], capture_output=True, text=True, check=True).stdout
+    advised_only, collapsed = (int(x) for x in out.split())
+    assert advised_only == 0
+    assert collapsed >= 8 * 2048, "at least 8 huge pages (kB) of the 64 MiB block"

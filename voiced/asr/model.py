@@ -94,7 +94,7 @@ class TransducerModel:
         self.decoder = create_session(files.decoder, options)
         self.joiner = create_session(files.joiner, options)
         # The encoder reads all its weights every chunk: huge pages spare it the TLB misses.
-        advise_huge_pages()
+        advise_huge_pages(collapse=options.collapse_huge_pages)
         meta = self.encoder.get_modelmeta().custom_metadata_map
         raw_type = meta.get("model_type", "")
         try:

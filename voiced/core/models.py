@@ -73,7 +73,8 @@ class Models:
             if cfg.asr.threads is not None:
                 session = SessionOptions(threads=cfg.asr.threads)
             # Optimized graphs kept between starts: the optimization is most of the recognizer's load.
-            session = replace(session, graph_cache=default_graph_cache())
+            # The weights go into huge pages after READY=1 (``voiced run``, ``voiced wyoming``), not before.
+            session = replace(session, graph_cache=default_graph_cache(), collapse_huge_pages=False)
             m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
                 method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
                 hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,

@@ -39,6 +39,9 @@ class SessionOptions:
     graph_cache: Path | None = None
     """Directory where optimized graphs are kept and reused (``voiced.runtime.graph_cache``); None:
     optimize at every load. Only used with ``optimize``."""
+    collapse_huge_pages: bool = True
+    """Move a loaded transducer's weights into huge pages at once (``advise_huge_pages``); the
+    daemon loads with False and collapses after READY=1, so the copy does not delay the start."""
 
     def __post_init__(self) -> None:
         if self.threads < 1:
