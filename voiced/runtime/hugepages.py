@@ -6,7 +6,7 @@ zipformer2); with 4 KiB pages that walk costs TLB misses that 2 MiB pages avoid.
 After the models are loaded, :func:`advise_huge_pages` asks for them on the large anonymous
 mappings (the heap and big ``mmap`` blocks where the weights live) and, on Linux 6.1+, collapses
 those ranges into huge pages now (``MADV_COLLAPSE``) rather than when khugepaged gets to them.
-The collapse copies the weights (0.1-0.3 s of CPU for the bench models on a 2-core x86 VM), so the
+The collapse copies the weights (0.03-0.24 s of CPU for the bench-size zipformer2 on a 2-core x86 VM), so the
 daemon loads with ``collapse=False`` and collapses once it has told systemd it is ready.
 Nothing changes but the page size: the same bytes, the same results.
 """
