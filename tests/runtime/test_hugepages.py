@@ -14,7 +14,7 @@ from voiced.runtime.hugepages import advise_huge_pages
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
-_CHILD = """
+_BLOCK = """
 import ctypes
 import mmap
 from pathlib import Path
@@ -22,16 +22,16 @@ from pathlib import Path
 from voiced.runtime.hugepages import HUGE_PAGE, advise_huge_pages
 
 
-def eligible(address):
-    # THPeligible of the mapping that holds ``address`` (smaps lists each mapping's range, then its fields)
+def smaps(address, field):
+    # ``field`` of the mapping that holds ``address`` (smaps lists each mapping's range, then its fields)
     inside = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
         head = line.split()[0]
         if "-" in head and ":" not in head:
             start, end = (int(x, 16) for x in head.split("-"))
             inside = start <= address < end
-        elif inside and head == "THPeligible:":
-            return line.split()[1] == "1"
+        elif inside and head == field + ":":
+            return line.split()[1]
     raise SystemExit("no mapping holds the block")
 
 
@@ -40,13 +40,21 @@ def eligible(address):
 block = mmap.mmap(-1, 32 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 block[:] = bytes(range(256)) * (len(block) // 256)
 address = ctypes.addressof(ctypes.c_char.from_buffer(block)) + 16 * HUGE_PAGE  # past any unaligned start
-before = eligible(address)
+"""
+"""A fresh interpreter's 64 MiB anonymous block and ``smaps(address, field)``; the children below
+go on from there."""
+
+_CHILD = _BLOCK + """
+before = smaps(address, "THPeligible") == "1"
 advised = advise_huge_pages()
-print(before, eligible(address), advised >= 16 * HUGE_PAGE, block[:] == bytes(range(256)) * (len(block) // 256))
+print(before, smaps(address, "THPeligible") == "1", advised >= 16 * HUGE_PAGE,
+      block[:] == bytes(range(256)) * (len(block) // 256))
 """
 
+_THP_MADVISE = sys.platform.startswith("linux") and THP.is_file() and "[madvise]" in THP.read_text()
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.is_file() or "[madvise]" not in THP.read_text(),
+
+@pytest.mark.skipif(not _THP_MADVISE,
                     reason="needs Linux with transparent huge pages set to madvise (as Debian and Pi OS set them)")
 def test_large_anonymous_mappings_become_huge_page_eligible() -> None:
     # A fresh interpreter: in the test process, earlier tests' models were advised already, and
@@ -62,34 +70,11 @@ def test_small_mappings_are_left_alone() -> None:
 
 
 
-_COLLAPSE_CHILD = """
-import ctypes
-import mmap
-from pathlib import Path
-
-from voiced.runtime.hugepages import HUGE_PAGE, advise_huge_pages
-
-
-def huge_kb(address):
-    # AnonHugePages of the mapping that holds ``address``
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and ":" not in head:
-            start, end = (int(x, 16) for x in head.split("-"))
-            inside = start <= address < end
-        elif inside and head == "AnonHugePages:":
-            return int(line.split()[1])
-    raise SystemExit("no mapping holds the block")
-
-
-block = mmap.mmap(-1, 32 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-block[:] = bytes(range(256)) * (len(block) // 256)
-address = ctypes.addressof(ctypes.c_char.from_buffer(block)) + 16 * HUGE_PAGE
+_COLLAPSE_CHILD = _BLOCK + """
 advise_huge_pages(collapse=False)
-advised_only = huge_kb(address)
+advised_only = smaps(address, "AnonHugePages")
 advise_huge_pages()
-print(advised_only, huge_kb(address))
+print(advised_only, smaps(address, "AnonHugePages"))
 """
 
 
@@ -98,8 +83,7 @@ def _kernel_at_least(major: int, minor: int) -> bool:
     return (int(release[0]), int(release[1])) >= (major, minor)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.is_file() or "[madvise]" not in THP.read_text()
-                    or not _kernel_at_least(6, 1),
+@pytest.mark.skipif(not _THP_MADVISE or not _kernel_at_least(6, 1),
                     reason="needs Linux 6.1+ (MADV_COLLAPSE) with transparent huge pages set to madvise")
 def test_the_copy_into_huge_pages_waits_until_asked() -> None:
     """The daemon loads with ``collapse=False`` and collapses after READY=1: advised alone, the block
