@@ -115,3 +115,27 @@ def test_say_drops_markdown_and_emoji_unless_told_to_keep_them(id_voice: Path, t
         code, _, err = run_say(["--voice", str(id_voice), "--output", str(out), *extra, marked], capsys)
         assert code == 0, err
         assert [s.ids for s in decode_id_audio(wav_int16(out)[0])] == reference_ids(spoken), extra
+
+
+def test_the_command_line_loads_no_speech_machinery_until_a_command_needs_it() -> None:
+    """Every ``voiced`` command builds the parser, ``say`` included: ``voiced --help``, ``models`` or
+    ``doctor`` must not pay for numpy, ONNX Runtime and the TTS modules (it did: ~0.1 s here, more
+    on a Pi). A fresh interpreter: this one has them all loaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys, voiced.cli; voiced.cli.build_parser(); "
+            "print(sorted(m for m in ('numpy', 'onnxruntime', 'voiced.tts.audio', 'voiced.tts.voice') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+def test_the_tts_package_gives_each_public_name_when_asked() -> None:
+    import voiced.tts as tts
+    from voiced.tts.voice import PiperVoice
+
+    assert tts.PiperVoice is PiperVoice
+    assert all(getattr(tts, name) is not None for name in tts.__all__)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = tts.no_such_name

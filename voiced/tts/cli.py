@@ -17,10 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from voiced.errors import ConfigError, VoicedError
-from voiced.runtime.onnx import SessionOptions
 
 __all__ = ["DEFAULT_VOICE", "add_say_parser", "cmd_say", "main"]
 
@@ -78,6 +75,7 @@ def _voice_path(arg: Path | None) -> Path:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
+    from voiced.runtime.onnx import SessionOptions
     from voiced.tts.config import SynthesisOptions, VoiceSettings
     from voiced.tts.voice import PiperVoice
 
@@ -124,6 +122,8 @@ def _timed(chunks: Any, started: float, figures: dict[str, Any]) -> Any:
 
 
 def _to_file(voice: Any, text: str, options: Any, path: Path, figures: dict[str, Any]) -> int:
+    import numpy as np
+
     from voiced.audio.wav import write_wav
 
     started = time.perf_counter()
