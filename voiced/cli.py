@@ -151,9 +151,11 @@ def _recognizer(args: argparse.Namespace):
 
 
 def _endpointer(args: argparse.Namespace):
+    from voiced.runtime.graph_cache import default_graph_cache
+    from voiced.runtime.onnx import SessionOptions
     from voiced.vad import VadKind, build_endpointer
 
-    return build_endpointer(VadKind(args.vad), args.vad_model)
+    return build_endpointer(VadKind(args.vad), args.vad_model, options=SessionOptions(graph_cache=default_graph_cache()))
 
 
 def _print_event(ev, as_json: bool, **extra: object) -> None:

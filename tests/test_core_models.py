@@ -1,0 +1,123 @@
+"""``Models.load``: every model the daemon loads keeps its optimized graph between starts, with the
+same outputs, and the VAD, wake word and voice load on threads of their own beside the recognizer."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.modelgen.transducer import make_transducer
+from tests.tts.joe import joe_voice_path
+from voiced.audio.wav import read_wav
+from voiced.config import Config
+from voiced.core.models import Models
+from voiced.errors import ModelError
+from voiced.runtime.graph_cache import SUFFIX
+from voiced.runtime.hardware import OnnxRole, select_profile
+from voiced.stages import Counters
+from voiced.tts import PiperVoice
+from voiced.tts.config import SynthesisOptions, VoiceSettings
+from voiced.vad import SileroVad
+from voiced.wake import WakeDetector, WakeModel
+
+pytest.importorskip("piper", reason="espeak-ng comes with piper-tts (the voiced[tts] extra)")
+
+SENTENCE = "Turn on the kitchen lights. It is seven o'clock."
+WAKE_HEAD = "alexa_v0.1"
+
+
+@pytest.fixture(scope="module")
+def transducer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_transducer(tmp_path_factory.mktemp("z2"), "zipformer2", int8=True)
+
+
+@pytest.fixture()
+def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "voiced" / "onnx"
+
+
+def _config(models: Path, transducer: Path, state: Path, voice: Path) -> Config:
+    return Config.from_dict({
+        "vad": {"kind": "silero", "model": str(models / "silero_vad_v5" / "silero_vad.onnx")},
+        "asr": {"model": str(transducer)},
+        "wake": {"directory": str(models / "openwakeword"), "models": [WAKE_HEAD]},
+        "tts": {"voice": str(voice)},
+        "daemon": {"state_dir": str(state)},
+    })
+
+
+def _load(config: Config) -> Models:
+    return Models.load(config, select_profile(config.hardware.profile), Counters())
+
+
+def _outputs(silero: SileroVad, wake: WakeDetector, voice: PiperVoice, speech: np.ndarray):
+    state, probabilities = silero.initial_state(), []
+    for start in range(0, len(speech) - 512, 512):
+        p, state = silero.run(speech[start:start + 512], state)
+        probabilities.append(p)
+    stream = wake.create_stream()
+    detections = [d for start in range(0, len(speech), 1600) for d in stream.accept_waveform(speech[start:start + 1600])]
+    quiet = SynthesisOptions(noise_scale=0.0, noise_w=0.0)
+    audio = np.concatenate([c.samples for c in voice.synthesize(SENTENCE, quiet)])
+    return np.array(probabilities), detections, audio
+
+
+@pytest.mark.shared
+def test_every_model_keeps_its_optimized_graph_with_the_same_outputs(models: Path, speech: Path, transducer: Path,
+                                                                     cache: Path, tmp_path: Path, caplog) -> None:
+    """It was the recognizer's alone: the joe voice was optimized at every start (0.75 s of the
+    daemon's ~1.5 s to READY=1 here), Silero and openWakeWord too."""
+    voice_path = joe_voice_path()
+    config = _config(models, transducer, tmp_path / "state", voice_path)
+    samples = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    samples = np.concatenate([samples, read_wav(speech / "jfk" / "jfk.wav")[0][:16000 * 4, 0]])
+
+    with caplog.at_level(logging.WARNING):
+        first = _load(config)
+    kept = sorted(p.name.split("-")[0] for p in cache.glob(f"*{SUFFIX}"))
+    assert kept == sorted(["alexa_v0.1", "decoder.int8", "embedding_model", "en_US", "encoder.int8", "joiner.int8",
+                           "melspectrogram", "silero_vad"]), kept
+    # the voice was loaded on a thread of its own (its FP32-without-manifest warning says where)
+    assert {r.threadName for r in caplog.records if voice_path.name in r.getMessage()} == {"load-voice"}
+    assert not [t for t in threading.enumerate() if t.name.startswith("load-")]
+    mtimes = {p: p.stat().st_mtime_ns for p in cache.glob(f"*{SUFFIX}")}
+
+    second = _load(config)
+    assert {p: p.stat().st_mtime_ns for p in cache.glob(f"*{SUFFIX}")}.keys() == mtimes.keys(), "no new entry"
+    assert first.wake is not None and second.wake is not None and first.voice and second.voice
+    assert first.silero is not None and second.silero is not None
+    # the same models loaded as before the cache: optimized at load, with the profile's threads
+    profile = select_profile(config.hardware.profile)
+    plain = (SileroVad.load(models / "silero_vad_v5" / "silero_vad.onnx", profile.session_options(OnnxRole.VAD)),
+             WakeDetector(WakeModel.load(models / "openwakeword", [WAKE_HEAD],
+                                         options=profile.session_options(OnnxRole.VAD)), first.wake.config),
+             PiperVoice.load(voice_path, settings=VoiceSettings(session=profile.session_options(OnnxRole.TTS))))
+    want = _outputs(*plain, samples)
+    assert want[0].max() > 0.9 and want[1], "speech and the wake word are there to be found"
+    for loaded in (first, second):
+        got = _outputs(loaded.silero, loaded.wake, loaded.voice, samples)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]
+        np.testing.assert_array_equal(got[2], want[2])
+    first.close()
+    second.close()
+
+
+@pytest.mark.shared
+def test_a_broken_voice_beside_the_other_loads_is_named(models: Path, transducer: Path, cache: Path,
+                                                         tmp_path: Path) -> None:
+    voice = tmp_path / "voice" / "en_US-broken.onnx"
+    voice.parent.mkdir()
+    real = joe_voice_path()
+    shutil.copy(real.with_name(real.name + ".json"), voice.with_name(voice.name + ".json"))
+    voice.write_bytes(b"\x08\x07 not a model")
+    with pytest.raises(ModelError, match="en_US-broken.onnx"):
+        _load(_config(models, transducer, tmp_path / "state", voice))
+    assert not [t for t in threading.enumerate() if t.name.startswith("load-")], "no load left running"
