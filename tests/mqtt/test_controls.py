@@ -131,6 +131,7 @@ def test_home_assistant_notify_is_spoken_by_the_real_voice(tmp_path, broker, sub
     said = np.concatenate([c.samples for c in voice.synthesize(message, SynthesisOptions(noise_scale=0, noise_w=0))])
     discovery = subscriber_factory(broker, "homeassistant/notify/#")
     stats = subscriber_factory(broker, "voiced/den/stats")
+    finished = subscriber_factory(broker, "hermes/tts/sayFinished")
     speaker = tmp_path / "speaker.raw"
     tts = f'voice = "{joe_voice_path()}"\nnoise_scale = 0\nnoise_w = 0\nmax_text_chars = 200'
     with satellite(tmp_path, broker, models, speaker_file=f"|cat >>{speaker}", daemon="stats_interval_s = 0.5",
@@ -144,6 +145,9 @@ def test_home_assistant_notify_is_spoken_by_the_real_voice(tmp_path, broker, sub
                    what="the message spoken")
         wait_until(lambda: stats.payloads() and json.loads(stats.payloads()[-1])["mqtt"]["malformed"] >= 2,
                    timeout=30, what="the two malformed messages counted")
+        # a Hermes say it cannot read still gets its sayFinished: its sender is waiting for it
+        raw_publish(broker, "hermes/tts/say", b'{"text": 42, "siteId": "den", "id": "t-bad", "sessionId": "s"}')
+        assert [json.loads(p) for p in finished.wait_count(1)] == [{"siteId": "den", "id": "t-bad", "sessionId": "s"}]
         counters = _counters(stats)
     played = np.frombuffer(speaker.read_bytes(), "<i2")
     start, first = int(np.argmax(np.abs(played) > 0)), int(np.argmax(np.abs(said) > 0))

@@ -118,6 +118,31 @@ def test_nlu_query_yields_intent_and_survives_garbage(tmp_path, broker, subscrib
         assert info.heartbeat_age_s < 0.9 and not info.stalled, info
 
 
+def test_a_bad_query_with_an_id_is_answered_and_an_empty_filter_filters_nothing(
+        tmp_path, broker, subscriber_factory, running) -> None:
+    """A sender waits for its answer: an nlu/query it got wrong, when its id can be read, gets
+    intentNotRecognized (it used to get nothing, and waited for its timeout). ``intentFilter: []``
+    filters nothing, as in Rhasspy (it used to refuse every intent)."""
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = running(make_config(tmp_path, broker))
+    assert daemon.client.wait_connected(10)
+    answered_probe(broker, sub)
+    query(broker, {"siteId": "kitchen", "id": "q-bad", "customData": "cd"})  # no input
+    query(broker, {"input": 7, "siteId": "garage", "id": "q-other"})
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-all", "intentFilter": []})
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-none",
+                   "intentFilter": ["HassTurnOff"]})
+    sub.wait_for(lambda ms: {"q-bad", "q-all", "q-none"} <= {json.loads(p).get("id") for t, p, _ in ms
+                                                             if t != "hermes/nlu/query"}, "the answers")
+    misses = {json.loads(p)["id"]: NluIntentNotRecognized.from_dict(json.loads(p))
+              for p in sub.payloads("hermes/nlu/intentNotRecognized")}
+    assert set(misses) == {"q-bad", "q-none"} and misses["q-bad"].custom_data == "cd"
+    [hit] = sub.payloads("hermes/intent/HassTurnOn")
+    assert NluIntent.from_dict(json.loads(hit)).id == "q-all"
+    assert all(json.loads(p).get("id") != "q-other" for t, p, _ in sub.messages if t != "hermes/nlu/query"), \
+        "another site's is not answered"
+
+
 def _counted(stats: dict) -> bool:
     return (stats["mqtt"].get("malformed", 0) >= 4 and stats["mqtt"].get("dropped_oversized", 0) >= 1
             and stats["counters"].get("queries", 0) >= 2)

@@ -232,7 +232,13 @@ class HermesAdapter:
     # -- MQTT → core commands (on paho's thread: parse, check, enqueue) -----------------------
 
     def _on_nlu_query(self, topic: str, payload: bytes) -> None:
-        query = hermes.parse_nlu_query(payload)  # MalformedMessage is logged and counted by the client
+        try:
+            query = hermes.parse_nlu_query(payload)
+        except hermes.MalformedMessage:  # answered when it can be; logged and counted by the client
+            to = hermes.reply_address(payload)
+            if to is not None and to.id is not None and hermes.for_site(to, self.site_id):
+                self._publish(hermes.intent_not_recognized("", to.site_id, to.session_id, to.id, to.custom_data))
+            raise
         if hermes.for_site(query, self.site_id):
             self.core.query(Utterance(
                 text=query.input, session_id=query.session_id, request_id=query.id,
@@ -312,7 +318,13 @@ class HermesAdapter:
             log.info("feedback sounds %s", "on" if toggle.enabled else "off")
 
     def _on_say(self, topic: str, payload: bytes) -> None:
-        say = hermes.parse_tts_say(payload)
+        try:
+            say = hermes.parse_tts_say(payload)
+        except hermes.MalformedMessage:  # nothing to speak, but its sender still waits for sayFinished
+            to = hermes.reply_address(payload)
+            if to is not None and to.id is not None and hermes.for_site(to, self.site_id):
+                self._publish(hermes.say_finished(to.site_id, to.id, to.session_id))
+            raise
         if hermes.for_site(say, self.site_id):
             # bad text is not an exception: the request finishes FAILED and still gets sayFinished
             self.core.say(say.text, volume=say.volume if say.volume is not None else 1.0, request_id=say.id, tag=say)

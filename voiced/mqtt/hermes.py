@@ -16,6 +16,7 @@ from voiced.mqtt.hermes_in import (
     AsrToggle,
     MalformedMessage,
     NluQuery,
+    ReplyAddress,
     StartListening,
     StopListening,
     TtsSay,
@@ -25,6 +26,7 @@ from voiced.mqtt.hermes_in import (
     parse_stop_listening,
     parse_toggle,
     parse_tts_say,
+    reply_address,
 )
 from voiced.mqtt.hermes_out import (
     AsrToken,
@@ -54,11 +56,11 @@ from voiced.mqtt.hermes_topics import (
 )
 
 __all__ = [
-    "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "StartListening",
+    "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
     "StopListening", "TerminationReason", "Topic", "TtsSay", "for_site", "hotword_detected", "hotword_detected_topic",
     "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
-    "play_finished", "play_finished_topic", "say_finished", "session_ended", "session_started",
+    "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_started",
     "site_and_request_from_play_bytes", "text_captured", "tokens_from_text",
 ]

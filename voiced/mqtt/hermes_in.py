@@ -17,8 +17,9 @@ from voiced.errors import VoicedError
 from voiced.mqtt.hermes_topics import DEFAULT_SITE, Topic
 
 __all__ = [
-    "AsrToggle", "MalformedMessage", "NluQuery", "StartListening", "StopListening", "TtsSay", "parse_message",
-    "parse_nlu_query", "parse_start_listening", "parse_stop_listening", "parse_toggle", "parse_tts_say",
+    "AsrToggle", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening", "StopListening", "TtsSay",
+    "parse_message", "parse_nlu_query", "parse_start_listening", "parse_stop_listening", "parse_toggle",
+    "parse_tts_say", "reply_address",
 ]
 
 
@@ -82,7 +83,29 @@ class TtsSay:
     session_id: str | None = None
     lang: str | None = None
     volume: float | None = None
-    """Playback volume in [0, 1], if given."""
+    """Playback volume in [0, 1] (clamped), if given."""
+
+
+@dataclass(frozen=True)
+class ReplyAddress:
+    """Who a request that could not be parsed came from: enough to answer it, so that its sender
+    (a dialogue manager waiting for ``sayFinished``, an automation for its intent) does not wait
+    for a timeout."""
+
+    site_id: str
+    id: str | None
+    session_id: str | None
+    custom_data: str | None
+
+
+def reply_address(payload: bytes | str) -> ReplyAddress | None:
+    """The ``siteId``, ``id``, ``sessionId`` and ``customData`` of a malformed request, when it is a
+    JSON object and they are strings (absent ones: the default site, None); else None."""
+    try:
+        r = _Reader(payload)
+        return ReplyAddress(r.site(), r.text("id"), r.text("sessionId"), r.text("customData"))
+    except MalformedMessage:
+        return None
 
 
 class _Reader:
@@ -143,6 +166,10 @@ class _Reader:
     def site(self) -> str:
         return str(self.text("siteId", default=DEFAULT_SITE))
 
+    def intent_filter(self) -> tuple[str, ...] | None:
+        """``intentFilter``; an empty list filters nothing, as in Rhasspy's NLU (``if query.intent_filter``)."""
+        return self.texts("intentFilter") or None
+
 
 def parse_nlu_query(payload: bytes | str) -> NluQuery:
     """Parse ``hermes/nlu/query`` (``input`` required)."""
@@ -152,7 +179,7 @@ def parse_nlu_query(payload: bytes | str) -> NluQuery:
         site_id=r.site(),
         session_id=r.text("sessionId"),
         id=r.text("id"),
-        intent_filter=r.texts("intentFilter"),
+        intent_filter=r.intent_filter(),
         wakeword_id=r.text("wakewordId"),
         lang=r.text("lang"),
         custom_data=r.text("customData"),
@@ -169,7 +196,7 @@ def parse_start_listening(payload: bytes | str) -> StartListening:
         stop_on_silence=r.flag("stopOnSilence", True),
         send_audio_captured=r.flag("sendAudioCaptured", False),
         wakeword_id=r.text("wakewordId"),
-        intent_filter=r.texts("intentFilter"),
+        intent_filter=r.intent_filter(),
         lang=r.text("lang"),
     )
 
@@ -187,11 +214,12 @@ def parse_toggle(payload: bytes | str, enabled: bool) -> AsrToggle:
 
 
 def parse_tts_say(payload: bytes | str) -> TtsSay:
-    """Parse ``hermes/tts/say`` (``text`` required; ``volume`` within [0, 1])."""
+    """Parse ``hermes/tts/say`` (``text`` required; ``volume`` clamped to [0, 1]: rhasspyhermes
+    types it as a plain number, and "speak louder than full" is still a request to speak)."""
     r = _Reader(payload)
     volume = r.number("volume")
-    if volume is not None and not 0.0 <= volume <= 1.0:
-        raise MalformedMessage(f"field 'volume' must be within [0, 1], got {volume}")
+    if volume is not None:
+        volume = min(1.0, max(0.0, volume))
     return TtsSay(
         text=r.text("text", required=True),
         site_id=r.site(),
