@@ -215,8 +215,8 @@ def test_other_malformed_messages() -> None:
         hermes.parse_start_listening(b'{"stopOnSilence": "yes"}')
     with pytest.raises(MalformedMessage, match="'text' is missing"):
         hermes.parse_tts_say(b'{"siteId": "default"}')
-    with pytest.raises(MalformedMessage, match="'volume' must be within"):
-        hermes.parse_tts_say(b'{"text": "hi", "volume": 3}')
+    with pytest.raises(MalformedMessage, match="'volume' must be a number"):
+        hermes.parse_tts_say(b'{"text": "hi", "volume": "loud"}')
     with pytest.raises(MalformedMessage, match="no Hermes message"):
         hermes.parse_message("hermes/unknown", b"{}")
 
@@ -232,3 +232,27 @@ def test_for_site_ignores_other_sites() -> None:
 def test_numbers_must_be_finite() -> None:
     with pytest.raises(ValueError):
         hermes.text_captured("x", float("nan"), 1.0, "default").json()
+
+
+def test_what_rhasspy_allows_is_read_as_rhasspy_reads_it() -> None:
+    """An empty ``intentFilter`` filters nothing (Rhasspy's NLU: ``if query.intent_filter``); a
+    volume beyond [0, 1] is a number rhasspyhermes sends as it is: clamped, not refused."""
+    assert hermes.parse_nlu_query(NluQuery(input="x", intent_filter=[]).payload()).intent_filter is None
+    assert hermes.parse_start_listening(b'{"intentFilter": []}').intent_filter is None
+    assert hermes.parse_tts_say(TtsSay(text="hi", volume=2.0).payload()).volume == 1.0
+    assert hermes.parse_tts_say(TtsSay(text="hi", volume=-0.5).payload()).volume == 0.0
+
+
+def test_a_malformed_request_still_says_whom_to_answer() -> None:
+    to = hermes.reply_address(b'{"text": 42, "siteId": "kitchen", "id": "t7", "sessionId": "s", "customData": "c"}')
+    assert to == hermes.ReplyAddress("kitchen", "t7", "s", "c") and hermes.for_site(to, "kitchen")
+    assert hermes.reply_address(b'{"text": null}') == hermes.ReplyAddress("default", None, None, None)
+    for unreadable in (b"not json", b"[1]", b'{"id": 7}', b'{"siteId": 1, "id": "x"}'):
+        assert hermes.reply_address(unreadable) is None, unreadable
+
+
+def test_seconds_are_to_the_millisecond() -> None:
+    tokens = [AsrToken("on", 0.9, 0, 2, 0.1 + 0.2, 1.5000000000000004)]
+    obj = decode(hermes.text_captured("on", 0.9, 3.5600000000000023, "kitchen", tokens=tokens))
+    assert obj["seconds"] == 3.56
+    assert obj["asrTokens"][0][0]["time"] == {"start": 0.3, "end": 1.5}

@@ -62,7 +62,7 @@ class AsrToken:
     def to_dict(self) -> dict[str, Any]:
         time = None
         if self.start_time is not None and self.end_time is not None:
-            time = {"start": _num(self.start_time), "end": _num(self.end_time)}
+            time = {"start": _seconds(self.start_time), "end": _seconds(self.end_time)}
         return {
             "value": self.value,
             "confidence": _num(self.confidence),
@@ -89,6 +89,11 @@ def _num(x: float) -> float:
     return value
 
 
+def _seconds(x: float) -> float:
+    """A time in seconds to the millisecond: sums of 10 ms frames are 1.5000000000000004 otherwise."""
+    return round(_num(x), 3)
+
+
 def _hypotheses(tokens: Sequence[AsrToken] | None, text: str, confidence: float) -> list[list[dict[str, Any]]]:
     # Rhasspy's asrTokens is a list of hypotheses, each a list of tokens; we have one.
     chosen = tokens if tokens is not None else tokens_from_text(text, confidence)
@@ -112,7 +117,7 @@ def text_captured(
     payload = {
         "text": text,
         "likelihood": _num(likelihood),
-        "seconds": _num(seconds),
+        "seconds": _seconds(seconds),
         "siteId": site_id,
         "sessionId": session_id,
         "wakewordId": wakeword_id,
