@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 from voiced.mqtt.client import MqttClient
 from voiced.mqtt.config import MqttConfig
-from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query
+from voiced.mqtt.hermes import MalformedMessage, Topic, parse_nlu_query, parse_tts_say
 from voiced.mqtt.outbox import Outbox, OutboxConfig
 
 from tests.disk_fixtures import SmallDisk
@@ -308,6 +309,28 @@ def test_bad_payloads_are_counted_and_survived(
     assert not client.publish("after/big", b"z" * 1025)
     assert sub.wait_count(1) == [b"fine"]
     assert client.stats()["dropped_oversized"] == 2
+
+
+def test_the_log_paces_malformed_messages_per_subscription(
+    broker: Broker, client_factory: Callable[..., MqttClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ten bad messages on one topic used to turn every later one, on any topic, into a DEBUG line:
+    a newly broken automation went unseen."""
+    client = client_factory(broker)
+    seen: list[str] = []
+    client.subscribe(Topic.NLU_QUERY, lambda topic, payload: seen.append(parse_nlu_query(payload).input))
+    client.subscribe(Topic.TTS_SAY, lambda topic, payload: seen.append(parse_tts_say(payload).text))
+    assert client.wait_connected(20)
+    client.publish(Topic.NLU_QUERY, json.dumps({"input": "first"}))
+    wait_until(lambda: seen == ["first"], what="the subscriptions")
+    with caplog.at_level(logging.DEBUG, logger="voiced.mqtt.client"):
+        for _ in range(12):
+            raw_publish(broker, Topic.NLU_QUERY, b"not json")
+        raw_publish(broker, Topic.TTS_SAY, b'{"text": 42}')
+        wait_until(lambda: client.stats()["malformed"] == 13, what="13 malformed messages")
+    levels = [(r.levelno, Topic.TTS_SAY in r.getMessage()) for r in caplog.records if "malformed" in r.getMessage()]
+    assert levels[:10] == [(logging.WARNING, False)] * 10 and levels[10:12] == [(logging.DEBUG, False)] * 2
+    assert levels[12] == (logging.WARNING, True), "the first bad message on another topic is a warning"
 
 
 def test_malformed_message_is_a_voiced_error() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,8 @@ class MqttClient:
             ),
             0,
         )
+        self._malformed_by_filter: Counter[str] = Counter()
+        """Malformed messages per subscription (bounded: one key per ``subscribe``), for the log's pace."""
         self._sender = threading.Thread(target=self._send_loop, name="mqtt-outbox", daemon=True)
 
     def _make_paho(self, config: MqttConfig) -> mqtt.Client:
@@ -428,18 +431,23 @@ class MqttClient:
     def _dispatch(self, topic: str, payload: bytes) -> None:
         with self._cond:
             self._counts["received"] += 1
-            handlers = [h for f, h in self._handlers if mqtt.topic_matches_sub(f, topic)]
+            handlers = [(f, h) for f, h in self._handlers if mqtt.topic_matches_sub(f, topic)]
         if len(payload) > self.config.max_payload_bytes:
             n = self._count("dropped_oversized")
             log.log(sparse_level(n, first=10), "dropped a %d-byte message on %s: over max_payload_bytes (%d so far)",
                     len(payload), topic, n)
             return
-        for handler in handlers:
+        for topic_filter, handler in handlers:
             try:
                 handler(topic, payload)
             except MalformedMessage as exc:
                 n = self._count("malformed")
-                log.log(sparse_level(n, first=10), "malformed message on %s: %s (%d so far)", topic, exc, n)
+                # sparse per subscription: ten bad messages on one topic must not hide the first on another
+                with self._cond:
+                    self._malformed_by_filter[topic_filter] += 1
+                    seen = self._malformed_by_filter[topic_filter]
+                log.log(sparse_level(seen, first=10), "malformed message on %s: %s (%d so far, %d in all)", topic, exc,
+                        seen, n)
             except Exception:
                 n = self._count("handler_errors")
                 log.exception("handler %r failed on %s (%d so far)", handler, topic, n)
