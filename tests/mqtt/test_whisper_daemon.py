@@ -85,6 +85,11 @@ state_dir = "state"
             "they were men having no country to go back to", "turn on the kitchen light"]
         # both are template sentences (template-aware decoding is on by default with intents)
         assert [json.loads(p)["fromTemplates"] for p in payloads] == [True, True]
+        # Whisper (decoded without timestamps) gives no word times: none are made up (they were the
+        # utterance's start for every word, pre-roll included)
+        for c in captured:
+            assert c.asr_tokens and [t.value for t in c.asr_tokens[0]] == c.text.split()
+            assert all(t.time is None for t in c.asr_tokens[0])
         [raw] = sub.wait_count(1, "hermes/intent/NoCountry")
         human_intent = NluIntent.from_dict(json.loads(raw))
         assert human_intent.session_id == captured[0].session_id

@@ -26,7 +26,8 @@ class RecognitionResult:
     tokens: tuple[str, ...]
     token_ids: tuple[int, ...]
     timestamps: tuple[float, ...]
-    """Start of each token in seconds since the stream began."""
+    """Start of each token in seconds since the stream began; empty when the recognizer gives no
+    token times (Whisper, decoded without timestamps)."""
     confidence: float
     """Mean token probability, 0..1."""
     from_templates: bool = False

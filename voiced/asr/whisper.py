@@ -245,7 +245,6 @@ class WhisperRecognizer:
             return RecognitionResult("", (), (), (), 0.0)
         ids: list[int] = []
         probs: list[float] = []
-        starts: list[float] = []
         pieces = _pieces(samples, len(mel))
         from_templates = False
         for begin, end in pieces:
@@ -255,12 +254,11 @@ class WhisperRecognizer:
             tokens, p, from_templates = self._decode_piece(piece, how if len(pieces) == 1 else _Decode.FREE)
             ids += tokens
             probs += p
-            starts += [begin * HOP / SAMPLE_RATE] * len(tokens)
         return RecognitionResult(
             text=self.model.text(ids).strip(),
             tokens=tuple(self.model.symbols(ids)),
             token_ids=tuple(ids),
-            timestamps=tuple(starts),  # Whisper gives no token times here: each piece's start
+            timestamps=(),  # Whisper decoded without timestamps gives no token times
             confidence=float(np.mean(probs)) if probs else 0.0,
             from_templates=from_templates,
         )
