@@ -131,7 +131,10 @@ def test_hotword_toggle_off_silences_the_wake_word_and_toggle_on_brings_it_back(
         # once the first "alexa" has gone by (stream time), detection comes back on
         wait_until(lambda: heard() > first_end + 0.5, timeout=30, what="the first alexa")
         raw_publish(broker, "hermes/hotword/toggleOff", b"", retain=True)  # clear the retained message
-        raw_publish(broker, "hermes/hotword/toggleOn", b'{"siteId": "kitchen"}')
+        # a sound played meanwhile holds it off too; its end leaves the session's reason standing
+        raw_publish(broker, "hermes/hotword/toggleOff", b'{"siteId": "kitchen", "reason": "playAudio"}')
+        raw_publish(broker, "hermes/hotword/toggleOn", b'{"siteId": "kitchen", "reason": "playAudio"}')
+        raw_publish(broker, "hermes/hotword/toggleOn", b'{"siteId": "kitchen", "reason": "dialogueSession"}')
         [raw] = sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
         wait_until(lambda: heard() >= len(audio) / 16000 - 0.2, timeout=30, what="the end of the audio")
         assert len(sub.payloads("hermes/hotword/alexa_v0.1/detected")) == 1  # the second alexa only

@@ -49,6 +49,7 @@ from voiced.mqtt.discovery import (
     wake_event,
 )
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
+from voiced.mqtt.toggles import ToggleReasons
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
 from voiced.tts.audio import wav_to_chunk
@@ -105,6 +106,8 @@ class HermesAdapter:
             speak=core.models.voice is not None,
         )
         core.subscribe(self.on_event)
+        self._asr_off, self._wake_off = ToggleReasons(), ToggleReasons()
+        """Why a dialogue manager holds the ASR / the wake word off (hermes toggles, by reason)."""
         group = config.wake.arbitration_group
         if group is not None and wake is not None:
             core.set_arbiter(MqttArbiter(self.client, self.site_id, group, config.wake.arbitration_window_ms / 1000,
@@ -258,14 +261,16 @@ class HermesAdapter:
     def _on_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.ASR_TOGGLE_ON)
         if hermes.for_site(toggle, self.site_id):
-            self.core.set_listening(toggle.enabled)
-            log.info("ASR %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+            on = self._asr_off.toggle(toggle.enabled, toggle.reason)
+            self.core.set_listening(on)
+            log.info("ASR %s", _toggled(toggle, on, self._asr_off))
 
     def _on_hotword_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.HOTWORD_TOGGLE_ON)
         if hermes.for_site(toggle, self.site_id):
-            self.core.set_wake(toggle.enabled)
-            log.info("wake word %s (%s)", "on" if toggle.enabled else "off", toggle.reason or "no reason given")
+            on = self._wake_off.toggle(toggle.enabled, toggle.reason)
+            self.core.set_wake(on)
+            log.info("wake word %s", _toggled(toggle, on, self._wake_off))
 
     def _on_notify(self, topic: str, payload: bytes) -> None:
         """Home Assistant's ``notify.send_message`` to the Speak entity: the message, as plain text."""
@@ -342,6 +347,13 @@ class HermesAdapter:
             self._publish(hermes.play_finished(site, request_id))
             return
         self.core.play(chunk, request_id=request_id, tag=_PLAY_BYTES)
+
+
+def _toggled(toggle: hermes.AsrToggle, on: bool, reasons: ToggleReasons) -> str:
+    """The state after a toggle, for the log: "on (playAudio)", "off (dialogueSession, playAudio)"."""
+    if on:
+        return f"on ({toggle.reason or 'no reason given'})"
+    return f"off ({', '.join(r or 'no reason given' for r in reasons.reasons)})"
 
 
 def _asr_tokens(words: tuple[Word, ...] | None) -> tuple[hermes.AsrToken, ...] | None:

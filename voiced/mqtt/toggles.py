@@ -1,0 +1,39 @@
+"""Hermes toggles by reason: a component stays off while any reason to keep it off stands.
+
+Rhasspy's services keep the set of reasons they were toggled off for: ``toggleOff`` adds its
+reason, ``toggleOn`` removes its own, and the unknown reason ("") overrides all others
+(rhasspyhermes ``HotwordToggleReason.UNKNOWN``): a ``toggleOn`` without one clears every reason.
+So a dialogue manager's session and a playing sound can both hold the wake word off, and the
+sound ending does not turn it back on in the middle of the session.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_REASONS", "ToggleReasons"]
+
+MAX_REASONS = 16
+"""Distinct reasons kept (they come from outside); beyond them a toggleOff counts as the unknown
+reason, which only a toggleOn without a reason ends."""
+
+
+class ToggleReasons:
+    """Why one component is off; on when no reason is left."""
+
+    def __init__(self) -> None:
+        self._off: set[str] = set()
+
+    def toggle(self, enabled: bool, reason: str) -> bool:
+        """Apply a toggleOn (``enabled``) or toggleOff for ``reason``; True if the component is on after it."""
+        if enabled:
+            if reason:
+                self._off.discard(reason)
+            else:
+                self._off.clear()
+        else:
+            self._off.add(reason if reason in self._off or len(self._off) < MAX_REASONS else "")
+        return not self._off
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The reasons holding the component off, sorted ("" for the unknown one)."""
+        return tuple(sorted(self._off))
