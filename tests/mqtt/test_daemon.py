@@ -129,7 +129,8 @@ def test_a_bad_query_with_an_id_is_answered_and_an_empty_filter_filters_nothing(
     answered_probe(broker, sub)
     query(broker, {"siteId": "kitchen", "id": "q-bad", "customData": "cd"})  # no input
     query(broker, {"input": 7, "siteId": "garage", "id": "q-other"})
-    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-all", "intentFilter": []})
+    query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-all", "intentFilter": [],
+                   "wakewordId": "alexa_v0.1", "lang": "en"})
     query(broker, {"input": "turn on the kitchen light", "siteId": "kitchen", "id": "q-none",
                    "intentFilter": ["HassTurnOff"]})
     sub.wait_for(lambda ms: {"q-bad", "q-all", "q-none"} <= {json.loads(p).get("id") for t, p, _ in ms
@@ -138,7 +139,8 @@ def test_a_bad_query_with_an_id_is_answered_and_an_empty_filter_filters_nothing(
               for p in sub.payloads("hermes/nlu/intentNotRecognized")}
     assert set(misses) == {"q-bad", "q-none"} and misses["q-bad"].custom_data == "cd"
     [hit] = sub.payloads("hermes/intent/HassTurnOn")
-    assert NluIntent.from_dict(json.loads(hit)).id == "q-all"
+    intent = NluIntent.from_dict(json.loads(hit))
+    assert (intent.id, intent.wakeword_id, intent.lang) == ("q-all", "alexa_v0.1", "en"), "handed back, as Rhasspy's NLU"
     assert all(json.loads(p).get("id") != "q-other" for t, p, _ in sub.messages if t != "hermes/nlu/query"), \
         "another site's is not answered"
 

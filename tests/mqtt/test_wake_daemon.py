@@ -95,6 +95,8 @@ def test_wake_word_then_command_becomes_an_intent_and_nothing_else_is_heard(
         assert {s.slot_name: s.value["value"] for s in intent.slots}["name"] == "kitchen light"
         captured = [AsrTextCaptured.from_dict(json.loads(p)) for p in sub.payloads("hermes/asr/textCaptured")]
         assert [c.text.lower().strip(".") for c in captured] == ["turn on the kitchen light"]  # not the human, not "alexa"
+        # the wake word the session came with is named on what it led to, as Rhasspy's services do
+        assert intent.wakeword_id == captured[0].wakeword_id == "alexa_v0.1"
     finally:
         daemon.stop(timeout=2)
 

@@ -92,6 +92,10 @@ class Utterance:
     intent_filter: tuple[str, ...] | None = None
     custom_data: str | None = None
     """Opaque to the core: handed back on the intent events (Hermes echoes it)."""
+    wakeword_id: str | None = None
+    """The wake word the request came after, if its sender says (opaque, handed back like ``custom_data``)."""
+    lang: str | None = None
+    """The request's language, if its sender says (opaque, handed back like ``custom_data``)."""
     from_speech: bool = True
 
 

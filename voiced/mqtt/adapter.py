@@ -49,7 +49,7 @@ from voiced.mqtt.discovery import (
     wake_event,
 )
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
-from voiced.mqtt.toggles import ToggleReasons
+from voiced.mqtt.hermes_state import SessionTags, ToggleReasons
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
 from voiced.tts.audio import wav_to_chunk
@@ -106,6 +106,8 @@ class HermesAdapter:
             speak=core.models.voice is not None,
         )
         core.subscribe(self.on_event)
+        self._sessions = SessionTags()
+        """The wake word and language each recent session came with, for its textCaptured and intent."""
         self._asr_off, self._wake_off = ToggleReasons(), ToggleReasons()
         """Why a dialogue manager holds the ASR / the wake word off (hermes toggles, by reason)."""
         group = config.wake.arbitration_group
@@ -168,8 +170,9 @@ class HermesAdapter:
             self.client.publish(topics.listening, "OFF", retain=True)
         elif isinstance(ev, Transcript):
             tokens = _asr_tokens(ev.words)
+            wakeword, lang = self._sessions.of(ev.session_id)
             self._publish(hermes.text_captured(ev.text, ev.confidence, ev.end - ev.start, site, ev.session_id,
-                                               tokens=tokens, from_templates=ev.from_templates))
+                                               wakeword, tokens, lang, from_templates=ev.from_templates))
             state, attributes = transcript_state(ev.text, {"siteId": site, "sessionId": ev.session_id,
                                                            "start": ev.start, "end": ev.end})
             self.client.publish(topics.transcript, state, retain=True)
@@ -178,9 +181,11 @@ class HermesAdapter:
             self._publish(hermes.text_captured(ev.text, 1.0, ev.seconds, site, ev.session_id))
         elif isinstance(ev, IntentRecognized):
             u = ev.utterance
+            wakeword, lang = self._sessions.of(u.session_id)
             self._publish(hermes.nlu_intent(ev.intent, site, u.session_id, u.request_id, u.custom_data,
                                             asr_tokens=_asr_tokens(u.words),
-                                            asr_confidence=u.confidence if u.from_speech else None))
+                                            asr_confidence=u.confidence if u.from_speech else None,
+                                            wakeword_id=u.wakeword_id or wakeword, lang=u.lang or lang))
             self.client.publish(topics.intent, intent_event(ev.intent, site))
         elif isinstance(ev, IntentNotRecognized):
             u = ev.utterance
@@ -189,6 +194,7 @@ class HermesAdapter:
             self._publish(hermes.session_ended(site, ev.session_id, _REASONS[ev.reason]))
         elif isinstance(ev, WakeDetected):
             d = ev.detection
+            self._sessions.tag(ev.session_id, d.label, None)
             self._publish(hermes.hotword_detected(d.label, site, ev.session_id, d.score, ev.threshold))
             self.client.publish(topics.wake, wake_event(d.label, d.score, ev.session_id, site))
         elif isinstance(ev, SpeakingChanged):
@@ -246,11 +252,14 @@ class HermesAdapter:
             self.core.query(Utterance(
                 text=query.input, session_id=query.session_id, request_id=query.id,
                 intent_filter=query.intent_filter, custom_data=query.custom_data, from_speech=False,
+                wakeword_id=query.wakeword_id, lang=query.lang,
             ))
 
     def _on_start_listening(self, topic: str, payload: bytes) -> None:
         request = hermes.parse_start_listening(payload)
         if hermes.for_site(request, self.site_id):
+            if request.session_id is not None:
+                self._sessions.tag(request.session_id, request.wakeword_id, request.lang)
             self.core.start_listening(ListenRequest(request.session_id, request.intent_filter,
                                                     request.stop_on_silence))
 

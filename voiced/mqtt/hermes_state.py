@@ -1,4 +1,6 @@
-"""Hermes toggles by reason: a component stays off while any reason to keep it off stands.
+"""What the Hermes adapter keeps of earlier messages: toggles by reason, and sessions' tags.
+
+Toggles: a component stays off while any reason to keep it off stands.
 
 Rhasspy's services keep the set of reasons they were toggled off for: ``toggleOff`` adds its
 reason, ``toggleOn`` removes its own, and the unknown reason ("") overrides all others
@@ -9,8 +11,12 @@ sound ending does not turn it back on in the middle of the session.
 
 from __future__ import annotations
 
-__all__ = ["MAX_REASONS", "ToggleReasons"]
+from collections import OrderedDict
 
+__all__ = ["MAX_REASONS", "MAX_SESSIONS", "SessionTags", "ToggleReasons"]
+
+MAX_SESSIONS = 32
+"""Recent sessions whose wake word and language are kept; the oldest go first."""
 MAX_REASONS = 16
 """Distinct reasons kept (they come from outside); beyond them a toggleOff counts as the unknown
 reason, which only a toggleOn without a reason ends."""
@@ -37,3 +43,21 @@ class ToggleReasons:
     def reasons(self) -> tuple[str, ...]:
         """The reasons holding the component off, sorted ("" for the unknown one)."""
         return tuple(sorted(self._off))
+
+
+class SessionTags:
+    """The ``wakewordId`` and ``lang`` a session came with (its wake word's detection, its
+    ``startListening``), handed back on its ``textCaptured`` and intent as Rhasspy's services do."""
+
+    def __init__(self) -> None:
+        self._tags: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+
+    def tag(self, session_id: str, wakeword_id: str | None, lang: str | None) -> None:
+        self._tags[session_id] = (wakeword_id, lang)
+        self._tags.move_to_end(session_id)
+        while len(self._tags) > MAX_SESSIONS:
+            self._tags.popitem(last=False)
+
+    def of(self, session_id: str | None) -> tuple[str | None, str | None]:
+        """(wakewordId, lang) of ``session_id``; (None, None) for one not tagged."""
+        return self._tags.get(session_id, (None, None)) if session_id is not None else (None, None)

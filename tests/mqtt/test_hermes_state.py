@@ -1,10 +1,10 @@
-"""Hermes toggles by reason, as Rhasspy's services keep them (rhasspyhermes ``HotwordToggleReason``)."""
+"""Hermes toggles by reason, as Rhasspy's services keep them (rhasspyhermes ``HotwordToggleReason``), and sessions' tags."""
 
 from __future__ import annotations
 
 from rhasspyhermes.wake import HotwordToggleReason
 
-from voiced.mqtt.toggles import MAX_REASONS, ToggleReasons
+from voiced.mqtt.hermes_state import MAX_REASONS, MAX_SESSIONS, SessionTags, ToggleReasons
 
 SESSION, AUDIO, UNKNOWN = (HotwordToggleReason.DIALOGUE_SESSION.value, HotwordToggleReason.PLAY_AUDIO.value,
                            HotwordToggleReason.UNKNOWN.value)
@@ -36,3 +36,16 @@ def test_reasons_from_outside_are_bounded() -> None:
     for n in range(MAX_REASONS):
         t.toggle(True, f"r{n}")
     assert t.reasons == ("",) and t.toggle(True, "")
+
+
+def test_a_sessions_wake_word_and_language_are_kept_for_the_recent_ones() -> None:
+    tags = SessionTags()
+    tags.tag("s-0", "alexa_v0.1", None)
+    tags.tag("s-1", None, "de")
+    assert tags.of("s-0") == ("alexa_v0.1", None) and tags.of("s-1") == (None, "de")
+    assert tags.of("never") == (None, None) and tags.of(None) == (None, None)
+    for n in range(2, MAX_SESSIONS + 1):
+        tags.tag(f"s-{n}", "w", None)
+    tags.tag("s-1", None, "de")  # used again: kept
+    tags.tag("s-new", "w", None)
+    assert tags.of("s-0") == (None, None) and tags.of("s-1") == (None, "de")
