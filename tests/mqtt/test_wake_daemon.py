@@ -143,3 +143,37 @@ def test_hotword_toggle_off_silences_the_wake_word_and_toggle_on_brings_it_back(
         assert daemon.counters.get("wake_detections") == 1
     finally:
         daemon.stop(timeout=2)
+
+
+@pytest.mark.shared
+def test_the_asr_toggled_off_leaves_the_wake_word_listening(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models, speech) -> None:
+    """Hermes' ASR and wake word are two components with switches of their own: a retained
+    hermes/asr/toggleOff used to silence the wake word as well (every window muted). A real
+    human sentence and a real "alexa": the wake word is heard, nothing is transcribed."""
+    from tests.mqtt.conftest import raw_publish
+    from tests.support import wait_until
+    from voiced.pipeline import Daemon, ListenMode
+
+    gap = np.zeros(16000, np.float32)
+    human = read_wav(speech / "hifitts_6097_5min" / "audio" / HUMAN)[0][:, 0]
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    audio = np.concatenate([gap, gap, gap, human, gap, alexa, gap, gap])  # 3 s for the retained message to land
+    wav = tmp_path / "room.wav"
+    write_wav(wav, audio[:, None], 16000)
+    sub = subscriber_factory(broker, "hermes/#")
+    raw_publish(broker, "hermes/asr/toggleOff", b'{"siteId": "kitchen", "reason": "ttsSay"}', retain=True)
+    config = _config(tmp_path, broker, wav, whisper_model_dir, models)
+    daemon = Daemon(dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True)),
+                    ListenMode.ALWAYS)
+    daemon.start()
+    try:
+        sub.wait_count(1, "hermes/hotword/alexa_v0.1/detected")
+        windows = len(audio) // 1600
+        wait_until(lambda: daemon.counters.get("windows") >= windows - 1, timeout=60, what="the whole recording heard")
+        assert daemon.counters.get("windows_asr_off") >= windows - 30, "off from the first 3 s on"
+        assert daemon.counters.get("windows_muted") == 0
+        assert not sub.payloads("hermes/asr/textCaptured") and daemon.counters.get("utterances") == 0
+    finally:
+        raw_publish(broker, "hermes/asr/toggleOff", b"", retain=True)
+        daemon.stop(timeout=2)

@@ -217,7 +217,8 @@ class Core:
             self._request = None
 
     def set_listening(self, enabled: bool) -> None:
-        """Off: every window is ignored (hermes/asr/toggleOff)."""
+        """Off: no window reaches the VAD and the recognizer (hermes/asr/toggleOff); the wake word
+        still listens (hermes/hotword/toggleOff is its own switch)."""
         self._muted = not enabled
 
     @property
@@ -319,7 +320,7 @@ class Core:
             if isinstance(item, _EndOfAudio):
                 events = list(self.listener.finish(item.end))
                 expected = None
-            elif ours or self._muted or not self.controls.microphone:
+            elif ours or not self.controls.microphone:
                 self.wake.settle()
                 if ours:  # nothing said now can be heard: the wake session's timeout waits too
                     self.wake.wait(item.end - item.start)
@@ -333,10 +334,14 @@ class Core:
                 for tap in tuple(self._taps):
                     tap(item)
                 self.wake.process(item)
-                # a wake sound is due: the command comes after it, not in the wake word's last window
-                if not self.feedback.holding() and (self.mode is not ListenMode.WAKE or self.wake.listening(item.end)):
-                    events += self.listener.process(item)
-                expected = item.end
+                if self._muted:  # hermes/asr/toggleOff turns the ASR off, not the wake word (Hermes: two components)
+                    self.counters.add("windows_asr_off")
+                else:
+                    # a wake sound is due: the command comes after it, not in the wake word's last window
+                    if not self.feedback.holding() and (self.mode is not ListenMode.WAKE
+                                                        or self.wake.listening(item.end)):
+                        events += self.listener.process(item)
+                    expected = item.end
             for ev in events:
                 self._on_listen_event(ev)
 
