@@ -43,6 +43,7 @@ from voiced.core.events import (
 )
 from voiced.core.feedback import Feedback
 from voiced.core.intent_stage import IntentStage
+from voiced.core.listen_requests import ListenRequests
 from voiced.core.models import Models
 from voiced.core.wake_sessions import WakeSessions
 from voiced.core.words import word_timings
@@ -88,7 +89,6 @@ class Core:
         self._taps: list[WindowTap] = []
         self._lock = threading.Lock()
         self._muted = False
-        self._request: ListenRequest | None = None  # an open listening request (on_request)
         self._utterance_session: str | None = None  # session of the utterance being heard
         self._speaking = False  # set by the speaker: capture is ignored meanwhile
         self.profile = select_profile(config.hardware.profile)
@@ -98,6 +98,7 @@ class Core:
         if mode is ListenMode.WAKE and self.models.wake is None:
             raise ConfigError("wake.models", "listen mode 'wake' needs at least one wake word model", str(config.path))
         self.wake = WakeSessions(self)
+        self.requests = ListenRequests(self)
         self.listener = self.models.new_listener()
         self.feedback = Feedback(self, config.feedback, str(config.path) if config.path else None)
         self.subscribe(self.feedback.on_event)
@@ -209,12 +210,13 @@ class Core:
         self.utterances.put(utterance)
 
     def start_listening(self, request: ListenRequest) -> None:
-        with self._lock:
-            self._request = request
+        """hermes/asr/startListening: hear the next utterance(s) in ``request``'s session."""
+        self.requests.open(request)
 
-    def stop_listening(self) -> None:
-        with self._lock:
-            self._request = None
+    def stop_listening(self, session_id: str | None = None) -> bool:
+        """hermes/asr/stopListening: end the open request (of ``session_id``; None: whichever);
+        False if there was none. See ``listen_requests``."""
+        return self.requests.close(session_id)
 
     def set_listening(self, enabled: bool) -> None:
         """Off: no window reaches the VAD and the recognizer (hermes/asr/toggleOff); the wake word
@@ -309,11 +311,18 @@ class Core:
 
     def _listen(self, ctx: StageContext) -> None:
         expected: float | None = None  # start of the next window if none was dropped or muted
+        heard_until = 0.0  # stream time of the last window taken
         while not ctx.stop.is_set():
             ctx.beat()
             item = self.windows.get(POLL_S)
+            if self.requests.take_fresh() and self.mode is ListenMode.ON_REQUEST:
+                # a new request hears from now on (speech under way too), not a half-heard utterance
+                self.listener, expected, self.requests.hearing = self.models.new_listener(), None, None
+            for ev in self.requests.answer_stop(heard_until):
+                self._on_listen_event(ev)
             if item is None:
                 continue
+            heard_until = item.end
             events: list[ListenEvent] = []
             # half-duplex: while we speak or a wake sound is due (and a tail after) the microphone hears ourselves
             ours = self._speaking or self.feedback.holding()
@@ -338,12 +347,18 @@ class Core:
                     self.counters.add("windows_asr_off")
                 else:
                     # a wake sound is due: the command comes after it, not in the wake word's last window
-                    if not self.feedback.holding() and (self.mode is not ListenMode.WAKE
-                                                        or self.wake.listening(item.end)):
+                    if not self.feedback.holding() and self._hears(item):
                         events += self.listener.process(item)
                     expected = item.end
             for ev in events:
                 self._on_listen_event(ev)
+
+    def _hears(self, item: Window) -> bool:
+        """Whether the VAD and the recognizer get ``item``: in wake mode after a wake word, on
+        request while a request is open or its utterance is heard, else always."""
+        if self.mode is ListenMode.WAKE:
+            return self.wake.listening(item.end)
+        return self.mode is not ListenMode.ON_REQUEST or self.requests.wanted()
 
     def _intent(self, ctx: StageContext) -> None:
         while not ctx.stop.is_set():
@@ -359,7 +374,7 @@ class Core:
             return
         if ev.type is ListenEventType.SPEECH_START:
             with self._lock:
-                request = self._request
+                request = self.requests.began()
                 if self.mode is ListenMode.ON_REQUEST and request is None:
                     self._utterance_session = None
                     return
@@ -387,10 +402,7 @@ class Core:
             self._on_final(ev, session)
 
     def _on_final(self, ev: ListenEvent, session: str) -> None:
-        with self._lock:
-            request = self._request
-            if request is not None and request.stop_on_silence:
-                self._request = None
+        request = self.requests.ended()
         intent_filter = request.intent_filter if request else None
         confidence = ev.result.confidence if ev.result is not None else None
         m = self.models

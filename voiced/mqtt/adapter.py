@@ -264,8 +264,9 @@ class HermesAdapter:
                                                     request.stop_on_silence))
 
     def _on_stop_listening(self, topic: str, payload: bytes) -> None:
-        if hermes.for_site(hermes.parse_stop_listening(payload), self.site_id):
-            self.core.stop_listening()
+        request = hermes.parse_stop_listening(payload)
+        if hermes.for_site(request, self.site_id):
+            self.core.stop_listening(request.session_id)  # another session's stop leaves ours open
 
     def _on_toggle(self, topic: str, payload: bytes) -> None:
         toggle = hermes.parse_toggle(payload, enabled=topic == hermes.Topic.ASR_TOGGLE_ON)

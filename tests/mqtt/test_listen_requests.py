@@ -1,0 +1,96 @@
+"""``voiced run --listen-mode on_request`` answers hermes/asr/startListening and stopListening as
+Rhasspy's ASR services do.
+
+Real mosquitto, real Silero, real Whisper tiny.en, a real human reading (hifitts) and a command
+spoken by the real Piper joe voice; the recording is paced to the clock and each request is sent
+at a known point of it. Speech outside a request is not transcribed; a request sent while
+someone is talking hears the rest of what they say; a stopListening for a request that heard
+nothing is answered with an empty transcript, so the dialogue manager goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from rhasspyhermes.asr import AsrTextCaptured
+from rhasspyhermes.nlu import NluIntent
+
+from tests.mqtt.conftest import raw_publish
+from tests.mqtt.test_wake_daemon import wake_toml
+from tests.mqtt.test_whisper_daemon import _spoken
+from tests.support import wait_until
+from voiced.audio.wav import read_wav, write_wav
+from voiced.config import Config
+
+FIRST = "roots_19_morris_0269.wav"  # "they were men having no country to go back to"
+LONG = "hartmann_12_fawcett_0088.wav"
+"""6.2 s: "it was entering the lion's den possibly only to find a victim before becoming one myself"."""
+
+
+def _text(payload: bytes) -> AsrTextCaptured:
+    return AsrTextCaptured.from_dict(json.loads(payload))
+
+
+@pytest.mark.shared
+def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker, subscriber_factory,
+                                                                whisper_model_dir, models, speech) -> None:
+    from voiced.pipeline import Daemon, ListenMode
+
+    gap = np.zeros(16000, np.float32)
+    hifitts = speech / "hifitts_6097_5min" / "audio"
+    first, long = (read_wav(hifitts / name)[0][:, 0] for name in (FIRST, LONG))
+    command = _spoken("Turn on the kitchen light.", exact=True)
+    parts = [gap, first, gap, gap, command, gap, gap, gap, gap, long, gap, gap]
+    starts = np.cumsum([0] + [len(p) for p in parts]) / 16000
+    audio = np.concatenate(parts)
+    wav = tmp_path / "room.wav"
+    write_wav(wav, audio[:, None], 16000)
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
+    config = Config.from_file(tmp_path / "voiced.toml")
+    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
+                                 wake=dataclasses.replace(config.wake, models=()))
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = Daemon(config, ListenMode.ON_REQUEST)
+
+    def heard() -> float:  # stream time gone by (windows dropped while the machine lagged count too)
+        return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
+
+    def request(topic: str, session: str, **more: object) -> None:
+        raw_publish(broker, f"hermes/asr/{topic}", json.dumps({"siteId": "kitchen", "sessionId": session, **more}))
+
+    def captured(session: str) -> list[AsrTextCaptured]:
+        return [c for c in map(_text, sub.payloads("hermes/asr/textCaptured")) if c.session_id == session]
+
+    daemon.start()
+    try:
+        wait_until(lambda: heard() > starts[2] + 0.5, timeout=60, what="the first reader gone by")
+        request("startListening", "sl-command")  # stopOnSilence: the command, then the request ends
+        wait_until(lambda: captured("sl-command"), timeout=60, what="the command's transcript")
+        [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
+        assert NluIntent.from_dict(json.loads(raw)).session_id == "sl-command"
+        # a request that hears nothing, stopped: answered with an empty transcript in its session
+        request("startListening", "sl-nothing")
+        request("stopListening", "sl-other")  # another session's stop leaves it open
+        request("stopListening", "sl-nothing")
+        wait_until(lambda: captured("sl-nothing"), timeout=30, what="the empty transcript")
+        assert [c.text for c in captured("sl-nothing")] == [""]
+        # a request in the middle of a long reading hears the rest of it, and its stop ends it
+        wait_until(lambda: heard() > starts[9] + 2.5, timeout=60, what="the long reading under way")
+        request("startListening", "sl-late", stopOnSilence=False)
+        wait_until(lambda: heard() > starts[9] + 4.5, timeout=60, what="more of the long reading")
+        request("stopListening", "sl-late")
+        wait_until(lambda: captured("sl-late"), timeout=60, what="the late request's transcript")
+        [late] = captured("sl-late")
+        # what was said from the request on (2.5 s in), not its beginning ("it was entering the lion's den")
+        assert len(late.text.split()) >= 2 and "entering" not in late.text.lower(), late.text
+        wait_until(lambda: heard() >= len(audio) / 16000 - 0.2, timeout=60, what="the end of the recording")
+    finally:
+        daemon.stop(timeout=2)
+    # the first reader, outside any request, was never transcribed; each request's session once
+    sessions = [c.session_id for c in map(_text, sub.payloads("hermes/asr/textCaptured"))]
+    assert sorted(sessions) == ["sl-command", "sl-late", "sl-nothing"]
+    [command_text] = captured("sl-command")
+    assert "kitchen light" in command_text.text.lower()
