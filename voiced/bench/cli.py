@@ -56,6 +56,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
     b.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU is measured on the first start")
     b.add_argument("--starts", type=int, default=5, metavar="N", help="cold starts, one after another (median)")
+    b.add_argument("--voice", type=Path, metavar="VOICE.onnx", help="a Piper voice for [tts] voice too (the"
+                   " daemon loads it before READY=1)")
     b.set_defaults(func=_service)
 
     b = bsub.add_parser("tts", help="time to first audio and real-time factor of Piper voices",
@@ -297,7 +299,7 @@ def _mqtt(args: argparse.Namespace) -> int:
 def _service(args: argparse.Namespace) -> int:
     from voiced.bench.service import bench_service_starts
 
-    return _print(bench_service_starts(args.asr_model, args.vad_model, args.idle_seconds, args.starts))
+    return _print(bench_service_starts(args.asr_model, args.vad_model, args.idle_seconds, args.starts, args.voice))
 
 
 def _tts(args: argparse.Namespace) -> int:

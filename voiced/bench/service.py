@@ -19,11 +19,11 @@ from voiced.bench.common import free_port, installed_env, proc_cpu_seconds, proc
 __all__ = ["bench_service", "bench_service_starts"]
 
 def bench_service_starts(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0,
-                         starts: int = 5) -> dict[str, object]:
+                         starts: int = 5, voice: Path | None = None) -> dict[str, object]:
     """``starts`` cold starts one after another: each one's figures and the medians."""
     from voiced.bench.common import median
 
-    runs = [bench_service(asr_model, vad_model, idle_seconds if i == 0 else 1.0) for i in range(starts)]
+    runs = [bench_service(asr_model, vad_model, idle_seconds if i == 0 else 1.0, voice) for i in range(starts)]
     return {
         "starts": starts,
         "cold_start_to_ready_ms_p50": median([r["cold_start_to_ready_ms"] for r in runs]),
@@ -33,11 +33,14 @@ def bench_service_starts(asr_model: Path, vad_model: Path, idle_seconds: float =
     }
 
 
-def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0) -> dict[str, object]:
+def bench_service(asr_model: Path, vad_model: Path, idle_seconds: float = 20.0,
+                  voice: Path | None = None) -> dict[str, object]:
+    """One cold start of ``voiced run`` with these models (``voice``: a Piper voice as well)."""
     from voiced.audio.wav import write_wav
 
     # the config lives in a temporary directory, against which relative paths would resolve
     asr_model, vad_model = Path(asr_model).resolve(), Path(vad_model).resolve()
+    tts = f'[tts]\nvoice = "{Path(voice).resolve()}"\n' if voice is not None else ""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         silence = work / "silence.wav"
@@ -58,7 +61,7 @@ model = "{vad_model}"
 model = "{asr_model}"
 [intents]
 templates = ["intents.yaml"]
-[mqtt]
+{tts}[mqtt]
 host = "127.0.0.1"
 port = {port}
 [daemon]
@@ -92,7 +95,7 @@ state_dir = "state"
         "idle_cpu_percent_of_one_core": round(100 * (cpu1 - cpu0) / (w1 - w0), 2),
         "idle_seconds": idle_seconds,
         "peak_rss_mb": rss,
-        "models": {"asr": str(asr_model), "vad": str(vad_model)},
+        "models": {"asr": str(asr_model), "vad": str(vad_model), "voice": str(voice) if voice is not None else None},
     }
 
 
