@@ -7,10 +7,7 @@ change afterwards, on reload, by one reference swap each.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -41,39 +38,6 @@ __all__ = ["Models"]
 log = logging.getLogger(__name__)
 
 
-class _SideLoads:
-    """Loads running on threads of their own, each result (or its error) taken by name."""
-
-    def __init__(self) -> None:
-        self._threads: dict[str, threading.Thread] = {}
-        self._results: dict[str, object] = {}
-        self._errors: dict[str, BaseException] = {}
-
-    def start(self, name: str, load: Callable[..., object], *args: object, **kwargs: object) -> None:
-        def run() -> None:
-            try:
-                self._results[name] = load(*args, **kwargs)
-            except BaseException as exc:  # re-raised where the result is taken
-                self._errors[name] = exc
-
-        thread = self._threads[name] = threading.Thread(target=run, name=f"load-{name}", daemon=True)
-        thread.start()
-
-    def result(self, name: str) -> Any:
-        """What ``name``'s load returned (None if it was not started); its error, raised here."""
-        thread = self._threads.get(name)
-        if thread is None:
-            return None
-        thread.join()
-        if name in self._errors:
-            raise self._errors.pop(name)
-        return self._results.pop(name)
-
-    def join(self) -> None:
-        for thread in self._threads.values():
-            thread.join()
-
-
 class Models:
     """The loaded models and the intent recognizer; shared by the core's stages and its adapters."""
 
@@ -92,59 +56,51 @@ class Models:
 
     @classmethod
     def load(cls, config: Config, profile: HardwareProfile, counters: Counters) -> Models:
-        """Everything heavy happens here, once, before READY.
+        """Everything heavy happens here, once, before READY. Every model's optimized graph is kept
+        between starts (``voiced.runtime.graph_cache``).
 
-        The VAD, the wake word and the voice load on threads of their own beside the intents and
-        the recognizer: ONNX Runtime lets go of the GIL while it builds a session, so on a board's
-        several cores the loads overlap instead of adding up. Every model's optimized graph is kept
-        between starts (``voiced.runtime.graph_cache``)."""
+        All on this thread: loading the voice or the VAD on threads of their own (ONNX Runtime
+        lets go of the GIL while it builds a session) took ~0.2 s off a start with the joe voice
+        here, but each loading thread leaves a malloc arena behind: +15-20 MB of RSS for the life
+        of the process, a poor trade on a board that starts once a month."""
         m = cls(config, profile, counters)
         cfg = config
-        side = _SideLoads()
-        try:
-            if cfg.vad.kind is VadKind.SILERO:
-                side.start("vad", SileroVad.load, cfg.vad.model, m._options(OnnxRole.VAD))
-            if cfg.wake.models and cfg.wake.directory is not None:
-                side.start("wake", WakeModel.load, cfg.wake.directory, list(cfg.wake.models),
-                           options=m._options(OnnxRole.VAD))
-            if cfg.tts.voice is not None:
-                side.start("voice", PiperVoice.load, cfg.tts.voice, settings=VoiceSettings(
-                    session=m._options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
-                    release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes
-                                            is None else cfg.tts.release_after_phonemes),
-                    strip_markup=cfg.tts.strip_markup))
-            m.intents = IntentRecognizer.from_section(cfg.intents, str(cfg.path) if cfg.path else None)
-            # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
-            m.llm = LlmFallback.from_recognizer(cfg.llm, m.intents) if cfg.llm.enabled else None
-            if m.llm is not None and cfg.llm.preload:
-                m.llm.preload()
-            # Local first: the cloud (off by default) is consulted only after the local path and a
-            # reachability probe; prepare() touches no network and never raises.
-            m.cloud = CloudRouter.from_recognizer(cfg.cloud, m.intents, counters=counters)
-            m.cloud.prepare()
-            if cfg.asr.model is not None:
-                session = m._options(OnnxRole.ASR)
-                if cfg.asr.threads is not None:
-                    session = replace(session, threads=cfg.asr.threads, thread_affinities=None)
-                # The weights go into huge pages after READY=1 (``voiced run``, ``voiced wyoming``), not before.
-                session = replace(session, collapse_huge_pages=False)
-                m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
-                    method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
-                    hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
-                    tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
-                ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
-                                 partial_every_s=cfg.asr.whisper_partial_every_s,
-                                 decode_at_pause=cfg.asr.whisper_decode_at_pause,
-                                 dereverb=DereverbConfig() if cfg.asr.whisper_dereverb else None), session)
-            m.use_sentence_space(m.intents)
-            m.silero = side.result("vad")
-            wake = side.result("wake")
-            if wake is not None:
-                m.wake = WakeDetector(wake, WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience,
-                                                       refractory_s=cfg.wake.refractory_s))
-            m.voice = side.result("voice")
-        finally:
-            side.join()  # an error above: the other loads end before it is reported
+        m.intents = IntentRecognizer.from_section(cfg.intents, str(cfg.path) if cfg.path else None)
+        # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
+        m.llm = LlmFallback.from_recognizer(cfg.llm, m.intents) if cfg.llm.enabled else None
+        if m.llm is not None and cfg.llm.preload:
+            m.llm.preload()
+        # Local first: the cloud (off by default) is consulted only after the local path and a
+        # reachability probe; prepare() touches no network and never raises.
+        m.cloud = CloudRouter.from_recognizer(cfg.cloud, m.intents, counters=counters)
+        m.cloud.prepare()
+        if cfg.asr.model is not None:
+            session = m._options(OnnxRole.ASR)
+            if cfg.asr.threads is not None:
+                session = replace(session, threads=cfg.asr.threads, thread_affinities=None)
+            # The weights go into huge pages after READY=1 (``voiced run``, ``voiced wyoming``), not before.
+            session = replace(session, collapse_huge_pages=False)
+            m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
+                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
+                hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
+                tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
+            ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
+                             partial_every_s=cfg.asr.whisper_partial_every_s,
+                             decode_at_pause=cfg.asr.whisper_decode_at_pause,
+                             dereverb=DereverbConfig() if cfg.asr.whisper_dereverb else None), session)
+        m.use_sentence_space(m.intents)
+        if cfg.vad.kind is VadKind.SILERO:
+            m.silero = SileroVad.load(cfg.vad.model, m._options(OnnxRole.VAD))
+        if cfg.wake.models and cfg.wake.directory is not None:
+            m.wake = WakeDetector(
+                WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=m._options(OnnxRole.VAD)),
+                WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
+        if cfg.tts.voice is not None:
+            m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
+                session=m._options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
+                release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes is None
+                                        else cfg.tts.release_after_phonemes),
+                strip_markup=cfg.tts.strip_markup))
         m.warm_up()
         return m
 
