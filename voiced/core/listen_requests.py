@@ -16,7 +16,6 @@ import uuid
 from typing import TYPE_CHECKING
 
 from voiced.core.events import ListenRequest, SessionEnded, SessionReason, Transcript
-
 from voiced.listener import ListenEvent, ListenEventType
 
 if TYPE_CHECKING:
@@ -52,11 +51,6 @@ class ListenRequests:
                 return False
             self._open, self._stopped = None, request
             return True
-
-    @property
-    def current(self) -> ListenRequest | None:
-        with self._lock:
-            return self._open
 
     # -- listen thread ------------------------------------------------------------------------
 

@@ -48,8 +48,8 @@ from voiced.mqtt.discovery import (
     transcript_state,
     wake_event,
 )
-from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.mqtt.hermes_state import SessionTags, ToggleReasons
+from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
 from voiced.tts.audio import wav_to_chunk
