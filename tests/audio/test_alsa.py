@@ -51,7 +51,7 @@ import numpy as np
 import pytest
 import soxr
 
-from voiced.audio.alsa import AlsaCaptureConfig, AlsaSource
+from voiced.audio.alsa import IDLE_S, AlsaCaptureConfig, AlsaSource
 from voiced.audio.frames import SAMPLE_RATE
 from voiced.audio.source import NullSource, WavSource, open_source
 from voiced.errors import AudioError, ConfigError
@@ -110,16 +110,20 @@ def capture_scenario(p: dict[str, Any]) -> None:
         threading.Timer(when, _ACTIONS[action], args).start()
     if "stop_after" in p:
         threading.Timer(p["stop_after"], source.stop).start()
-    got, total, describe = [], 0, None
+    got, total, describe, empty = [], 0, None, 0
     with source:
         for chunk in source.chunks():
+            if not len(chunk):  # the device is missing: the source says it is still trying
+                empty += 1
+                continue
             got.append(chunk)
             total += len(chunk)
             describe = source.describe()
             if total >= p["samples"]:
                 break
     np.save(p["out"], np.concatenate(got) if got else np.zeros(0, np.float32))
-    print(json.dumps({"stats": asdict(source.stats), "describe": describe, "rate": source.capture_rate}))
+    print(json.dumps({"stats": asdict(source.stats), "describe": describe, "rate": source.capture_rate,
+                      "empty_chunks": empty}))
     os._exit(0)  # skip waiting for leftover timers
 
 
@@ -249,6 +253,17 @@ def test_read_errors_reopen_and_never_raise(tmp_path: Path) -> None:
     assert len(out) >= 16000 and np.all(int16s(out) == 1000)
     assert stats["read_errors"] >= 3 and stats["reopens"] == stats["read_errors"]
     assert "Input/output error" in stats["last_error"]
+
+
+@needs_alsa
+def test_a_missing_device_leaves_the_reader_going_while_it_is_retried(tmp_path: Path) -> None:
+    """The backoff waits up to 30 s between attempts; the daemon's capture stage beats its heartbeat
+    with each chunk, so a wait without one stalled it (10 s) and the watchdog had systemd restart a
+    daemon whose microphone was merely unplugged. Now an empty chunk comes at least every IDLE_S."""
+    report, out = run_scenario(tmp_path, "", samples=1, stop_after=3 * IDLE_S + 0.3,
+                               config={"device": "nosuchpcm", "backoff": {"initial": 10.0, "maximum": 10.0}})
+    assert len(out) == 0 and report["stats"]["open_failures"] == 1, "one attempt: the next is 10 s away"
+    assert report["empty_chunks"] >= 3, report
 
 
 @needs_alsa
@@ -382,7 +397,7 @@ def test_a_device_that_stays_missing_is_warned_about_at_first_then_every_twentie
     quick = BackoffPolicy(initial=0.001, maximum=0.002)
     source = AlsaSource(AlsaCaptureConfig(device="fake", fallback_rate=16000, backoff=quick), device.done, device)
     with caplog.at_level(logging.DEBUG, logger="voiced.audio.alsa"), source:
-        chunks = list(source.chunks())
+        chunks = [c for c in source.chunks() if len(c)]
     assert len(chunks) == 1 and source.stats.open_failures == 45
     said = [(r.levelno, r.getMessage()) for r in caplog.records if "cannot open capture device" in r.getMessage()]
     assert len(said) == 45
@@ -396,7 +411,7 @@ def test_device_with_fewer_channels_than_the_pick_is_an_open_failure() -> None:
     source = AlsaSource(AlsaCaptureConfig(device="fake", channels=2, channel=1, backoff=FAST), stop, device)
     threading.Timer(0.3, stop.set).start()
     with source:
-        assert list(source.chunks()) == []
+        assert not any(len(c) for c in source.chunks())  # only the empty ones of a device being retried
     assert source.stats.open_failures >= 2 and "channel 1" in (source.stats.last_error or "")
 
 

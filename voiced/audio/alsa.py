@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,9 +26,14 @@ from voiced.errors import AudioError, ConfigError
 from voiced.runtime.backoff import Backoff, BackoffPolicy
 from voiced.runtime.lograte import sparse_level
 
-__all__ = ["AlsaCaptureConfig", "AlsaSource", "PcmOpener"]
+__all__ = ["IDLE_S", "AlsaCaptureConfig", "AlsaSource", "PcmOpener"]
 
 logger = logging.getLogger(__name__)
+
+IDLE_S = 1.0
+"""While the device is missing, ``chunks`` yields an empty chunk at least this often (the daemon's
+stall limit is 10 s; the backoff waits up to 30 s)."""
+_NOTHING = np.zeros(0, np.float32)
 
 REMIND_ATTEMPTS = 20
 """A device that stays missing is warned about again every this many open attempts (about ten
@@ -149,11 +155,15 @@ class AlsaSource(AudioSource):
         self._try_open()
 
     def chunks(self) -> Iterator[np.ndarray]:
+        """Captured 16 kHz mono chunks; while the device is missing, an empty chunk at least every
+        ``IDLE_S`` (see ``_reopening``)."""
         self.open()
         try:
             while not self.stop_event.is_set():
-                if self._pcm is None and not self._reopen():
-                    return
+                if self._pcm is None:
+                    yield from self._reopening()
+                    if self._pcm is None:  # stopped
+                        return
                 chunk = self._read_chunk()
                 if chunk is not None:
                     yield chunk
@@ -174,15 +184,24 @@ class AlsaSource(AudioSource):
 
     # -- device handling ---------------------------------------------------------------
 
-    def _reopen(self) -> bool:
-        """Open the device, backing off between failed attempts; False once stopped."""
-        while True:
-            if self._wait_before_open and not self._backoff.wait(self.stop_event):
-                return False
-            if self.stop_event.is_set():
-                return False
+    def _reopening(self) -> Iterator[np.ndarray]:
+        """Open the device, backing off between failed attempts (up to ``backoff.maximum``, 30 s by
+        default), until it opens or the source is stopped. An empty chunk every ``IDLE_S`` meanwhile:
+        whoever reads the chunks goes on (the daemon's capture stage beats its heartbeat with each;
+        a wait without one stalled it, and the watchdog had systemd restart a daemon whose
+        microphone was merely unplugged)."""
+        while not self.stop_event.is_set():
+            if self._wait_before_open:
+                until = time.monotonic() + self._backoff.next_delay()
+                while not self.stop_event.wait(max(0.0, min(IDLE_S, until - time.monotonic()))):
+                    if time.monotonic() >= until:
+                        break
+                    yield _NOTHING
+                if self.stop_event.is_set():
+                    return
             if self._try_open():
-                return True
+                return
+            yield _NOTHING
 
     def _try_open(self) -> bool:
         cfg = self.config
