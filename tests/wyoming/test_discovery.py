@@ -75,3 +75,37 @@ def test_a_bad_uri_is_a_config_error_naming_the_key(uri: str, message: str) -> N
     with pytest.raises(ConfigError, match=f"wyoming.uri.*{message}"):
         Config.from_dict({"wyoming": {"uri": uri}})
 
+
+
+def test_a_socket_path_is_never_a_file_or_a_live_server_and_a_busy_port_is_one_error(tmp_path) -> None:
+    """The path of a socket left by a run that ended is reused; a file there (a typo: the config's
+    own path, say) used to be deleted without a word, and a busy port or a directory ended in a
+    traceback. Each is now a ConfigError naming wyoming.uri; the file is left alone."""
+    path = tmp_path / "wyoming.sock"
+    first = _serve(tmp_path, uri=f"unix://{path}")
+    try:
+        with pytest.raises(ConfigError, match="wyoming.uri.*another server is listening"):
+            _serve(tmp_path, uri=f"unix://{path}")
+        assert isinstance(_describe(f"unix://{path}"), Info), "the first server still serves"
+    finally:
+        first.stop()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(tmp_path / "stale.sock"))  # bound, never listening: what a killed run leaves
+    stale.close()
+    second = _serve(tmp_path, uri=f"unix://{tmp_path / 'stale.sock'}")
+    second.stop()
+    precious = tmp_path / "voiced.toml"
+    precious.write_text("[site]\n")
+    with pytest.raises(ConfigError, match="wyoming.uri.*is a file, not a socket"):
+        _serve(tmp_path, uri=f"unix://{precious}")
+    assert precious.read_text() == "[site]\n"
+    with pytest.raises(ConfigError, match="wyoming.uri.*is a directory"):
+        _serve(tmp_path, uri=f"unix://{tmp_path}")
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    try:
+        with pytest.raises(ConfigError, match="wyoming.uri.*cannot listen on 127.0.0.1"):
+            _serve(tmp_path, uri=f"tcp://127.0.0.1:{busy.getsockname()[1]}", zeroconf=False)
+    finally:
+        busy.close()

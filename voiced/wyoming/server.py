@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
 import socket
+import stat
 import threading
 from pathlib import Path
 
 from voiced.core.engine import Core
+from voiced.errors import ConfigError
 from voiced.wyoming.config import Scheme, WyomingConfig
 from voiced.wyoming.connection import Connection
 from voiced.wyoming.framing import FramingError, Limits
@@ -101,16 +102,26 @@ class WyomingServer:
     async def _listen(self) -> None:
         e = self.endpoint
         if e.scheme is Scheme.TCP:
-            self._server = await asyncio.start_server(self._serve, e.host, e.port, limit=self.limits.line_bytes)
+            try:
+                self._server = await asyncio.start_server(self._serve, e.host, e.port, limit=self.limits.line_bytes)
+            except OSError as exc:  # in use, no such address: one line naming the key, not a traceback
+                raise self._uri_error(f"cannot listen on {e.host}:{e.port}: {exc.strerror or exc}") from None
             self.port = self._server.sockets[0].getsockname()[1]
             if self.config.zeroconf:
                 await self._announce()
         else:
-            Path(e.path).parent.mkdir(parents=True, exist_ok=True)
-            if os.path.exists(e.path):
-                os.unlink(e.path)  # a stale socket from a previous run
-            self._server = await asyncio.start_unix_server(self._serve, e.path, limit=self.limits.line_bytes)
+            path = Path(e.path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _clear_stale_socket(path)
+                self._server = await asyncio.start_unix_server(self._serve, e.path, limit=self.limits.line_bytes)
+            except (OSError, ValueError) as exc:
+                raise self._uri_error(f"cannot listen on {path}: {exc}") from None
         log.info("wyoming: serving on %s", self.config.uri if e.scheme is Scheme.UNIX else f"tcp://{e.host}:{self.port}")
+
+    def _uri_error(self, problem: str) -> ConfigError:
+        path = self.core.config.path
+        return ConfigError("wyoming.uri", problem, str(path) if path else None)
 
     async def _announce(self) -> None:
         """mDNS ``_wyoming._tcp.local.``: how Home Assistant discovers Wyoming services. Never fatal."""
@@ -180,3 +191,24 @@ def _default_address() -> str:
             return s.getsockname()[0]
         except OSError:
             return "127.0.0.1"
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove the socket a previous run left at ``path``; refuse to remove anything else (a typo
+    must not delete a file) or a socket another server still listens on."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a file"
+        raise ValueError(f"it is {kind}, not a socket; remove it or choose another path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:  # nobody answers: left behind by a run that ended
+        path.unlink()
+        return
+    finally:
+        probe.close()
+    raise ValueError("another server is listening on it")
