@@ -96,6 +96,15 @@ def test_say_errors_are_messages_not_tracebacks(id_voice: Path, tmp_path: Path, 
         assert code == 1 and err.startswith("voiced: ") and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("where", ["a directory", "no such directory"])
+def test_say_into_an_output_it_cannot_write_is_one_line(id_voice: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str], where: str) -> None:
+    output = tmp_path if where == "a directory" else tmp_path / "no" / "such.wav"
+    code, _, err = run_say(["--voice", str(id_voice), "--output", str(output), "Hi."], capsys)
+    assert code == 1 and err.startswith("voiced: --output") and "Traceback" not in err, err
+    assert ("is a directory" if where == "a directory" else "no directory") in err
+
+
 def test_say_without_a_voice_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))

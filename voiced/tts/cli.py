@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voiced.errors import ConfigError, VoicedError
+from voiced.errors import AudioError, ConfigError, VoicedError
 
 __all__ = ["DEFAULT_VOICE", "add_say_parser", "cmd_say", "main"]
 
@@ -80,6 +80,10 @@ def cmd_say(args: argparse.Namespace) -> int:
     from voiced.tts.config import SynthesisOptions, VoiceSettings
     from voiced.tts.voice import PiperVoice
 
+    if args.output is not None and (args.output.is_dir() or not args.output.parent.is_dir()):
+        # said before the voice loads and the text is spoken, not as a traceback after
+        raise AudioError(f"--output {args.output}: " + ("is a directory" if args.output.is_dir()
+                                                        else f"no directory {args.output.parent}"))
     text = " ".join(args.text)
     if text.strip() == "-":
         text = sys.stdin.read()
@@ -131,7 +135,10 @@ def _to_file(voice: Any, text: str, options: Any, path: Path, figures: dict[str,
 
     started = time.perf_counter()
     pieces = [c.samples for c in _timed(voice.synthesize(text, options), started, figures)]
-    write_wav(path, np.concatenate(pieces) if pieces else np.zeros(0, np.int16), voice.sample_rate)
+    try:
+        write_wav(path, np.concatenate(pieces) if pieces else np.zeros(0, np.int16), voice.sample_rate)
+    except OSError as exc:  # read-only, full, no permission
+        raise AudioError(f"--output {path}: {exc.strerror or exc}") from None
     figures["output"] = str(path)
     return EXIT_OK
 
