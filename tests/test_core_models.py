@@ -12,6 +12,7 @@ from tests.modelgen.transducer import make_transducer
 from tests.tts.joe import joe_voice_path
 from voiced.audio.wav import read_wav
 from voiced.config import Config
+from voiced.errors import ModelError
 from voiced.core.models import Models
 from voiced.runtime.graph_cache import SUFFIX
 from voiced.runtime.hardware import OnnxRole, select_profile
@@ -100,3 +101,17 @@ def test_every_model_keeps_its_optimized_graph_with_the_same_outputs(models: Pat
         np.testing.assert_array_equal(got[2], want[2])
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize(("key", "section"), [
+    ("asr.model", {"asr": {"model": "no-such-dir"}}),
+    ("vad.model", {"vad": {"kind": "silero", "model": "no-such.onnx"}}),
+    ("tts.voice", {"tts": {"voice": "no-such-voice.onnx"}}),
+])
+def test_a_model_that_does_not_load_names_its_key_and_the_config_file(tmp_path: Path, key: str,
+                                                                      section: dict) -> None:
+    """The model's own error named only its path: which key of which file to fix was the user's guess."""
+    config = Config.from_dict({"vad": {"kind": "energy"}, **section, "daemon": {"state_dir": str(tmp_path / "s")}},
+                              tmp_path / "voiced.toml")
+    with pytest.raises(ModelError, match=rf"^{key} in {tmp_path / 'voiced.toml'}: .*no-such"):
+        _load(config)

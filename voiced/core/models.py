@@ -6,7 +6,9 @@ change afterwards, on reload, by one reference swap each.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -21,6 +23,7 @@ from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.audio.dereverb import DereverbConfig
 from voiced.cloud import CloudRouter
 from voiced.config import Config
+from voiced.errors import ModelError
 from voiced.intents import IntentRecognizer
 from voiced.listener import Listener
 from voiced.llm import LlmFallback
@@ -36,6 +39,17 @@ from voiced.wake import WakeConfig, WakeDetector, WakeModel
 __all__ = ["Models"]
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _naming(key: str, config: Config) -> Iterator[None]:
+    """A model that does not load names the config key and file it came from, beside the model
+    file itself (``asr.model in /etc/voiced/voiced.toml: ASR model directory not found: ...``)."""
+    try:
+        yield
+    except ModelError as exc:
+        where = f" in {config.path}" if config.path else ""
+        raise ModelError(f"{key}{where}: {exc}") from exc
 
 
 class Models:
@@ -80,27 +94,31 @@ class Models:
                 session = replace(session, threads=cfg.asr.threads, thread_affinities=None)
             # The weights go into huge pages after READY=1 (``voiced run``, ``voiced wyoming``), not before.
             session = replace(session, collapse_huge_pages=False)
-            m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
-                method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
-                hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
-                tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
-            ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
-                             partial_every_s=cfg.asr.whisper_partial_every_s,
-                             decode_at_pause=cfg.asr.whisper_decode_at_pause,
-                             dereverb=DereverbConfig() if cfg.asr.whisper_dereverb else None), session)
+            with _naming("asr.model", cfg):
+                m.recognizer = load_recognizer(cfg.asr.model, RecognizerConfig(
+                    method=cfg.asr.method, max_active_paths=cfg.asr.max_active_paths,
+                    hotwords=tuple(m.intents.hotwords(cfg.asr.max_hotwords)), hotword_boost=cfg.asr.hotword_boost,
+                    tail_padding_ms=cfg.asr.tail_padding_ms, threads=session.threads,
+                ), WhisperConfig(language=cfg.asr.language, threads=session.threads,
+                                 partial_every_s=cfg.asr.whisper_partial_every_s,
+                                 decode_at_pause=cfg.asr.whisper_decode_at_pause,
+                                 dereverb=DereverbConfig() if cfg.asr.whisper_dereverb else None), session)
         m.use_sentence_space(m.intents)
         if cfg.vad.kind is VadKind.SILERO:
-            m.silero = SileroVad.load(cfg.vad.model, m._options(OnnxRole.VAD))
+            with _naming("vad.model", cfg):
+                m.silero = SileroVad.load(cfg.vad.model, m._options(OnnxRole.VAD))
         if cfg.wake.models and cfg.wake.directory is not None:
-            m.wake = WakeDetector(
-                WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=m._options(OnnxRole.VAD)),
-                WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
+            with _naming("wake.models", cfg):
+                model = WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=m._options(OnnxRole.VAD))
+            m.wake = WakeDetector(model, WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience,
+                                                    refractory_s=cfg.wake.refractory_s))
         if cfg.tts.voice is not None:
-            m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
-                session=m._options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
-                release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes is None
-                                        else cfg.tts.release_after_phonemes),
-                strip_markup=cfg.tts.strip_markup))
+            with _naming("tts.voice", cfg):
+                m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(
+                    session=m._options(OnnxRole.TTS), max_text_chars=cfg.tts.max_text_chars,
+                    release_after_phonemes=(profile.tts_release_after_phonemes if cfg.tts.release_after_phonemes
+                                            is None else cfg.tts.release_after_phonemes),
+                    strip_markup=cfg.tts.strip_markup))
         m.warm_up()
         return m
 
