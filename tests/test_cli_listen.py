@@ -57,6 +57,31 @@ def test_silero_turns_one_command_into_one_utterance(speech, models, asr_model, 
     assert final["text"]
 
 
+def test_a_vad_model_alone_means_silero_and_silero_without_one_names_the_option(speech, models, asr_model, tmp_path,
+                                                                                 capsys) -> None:
+    """``--vad-model`` without ``--vad`` was ignored (transcribe's default is none: one utterance from
+    0 s); as in a config, a model given means the Silero VAD. Silero without a model named an
+    internal key ("vad_model"), not the option to give."""
+    wav = padded_command(speech, tmp_path)
+    vad = models / "silero_vad_v5" / "silero_vad.onnx"
+    assert main(["transcribe", "--json", "--vad-model", str(vad), "--asr-model", str(asr_model), str(wav)]) == 0
+    start = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if '"speech_start"' in x)
+    assert 0.8 <= start["start"] <= 1.3, "the speech, found by Silero, not the whole file"
+    assert main(["transcribe", "--vad", "silero", "--asr-model", str(asr_model), str(wav)]) == 1
+    assert "voiced: --vad-model: " in capsys.readouterr().err
+
+
+def test_a_model_directory_that_is_not_one_says_why(asr_model, tmp_path, capsys) -> None:
+    whisper_like = tmp_path / "whisper"
+    whisper_like.mkdir()
+    (whisper_like / "tiny.en-encoder.int8.onnx").write_bytes(b"")
+    wav = tmp_path / "x.wav"
+    wav.write_bytes(b"")
+    for model, said in ((whisper_like, "tiny.en-tokens.txt is missing"), (wav, "a file, not a model directory")):
+        assert main(["transcribe", "--asr-model", str(model), str(wav)]) == 1
+        assert said in capsys.readouterr().err
+
+
 def test_transcribe_energy_vad_on_resampled_stereo(speech, asr_model, tmp_path, capsys) -> None:
     """A 44.1 kHz stereo 24-bit file goes through the same path (resample, downmix)."""
     import soxr

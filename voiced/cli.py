@@ -42,10 +42,11 @@ def _add_asr_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def _add_vad_args(p: argparse.ArgumentParser, default: str) -> None:
     g = p.add_argument_group("voice activity detection")
-    g.add_argument("--vad", choices=["none", "energy", "silero"], default=default,
+    g.add_argument("--vad", choices=["none", "energy", "silero"], default=None,
                    help="none: the whole input is one utterance; energy: level gate; silero: gate + Silero VAD"
-                   " (default: %(default)s)")
+                   f" (default: silero with --vad-model, else {default})")
     g.add_argument("--vad-model", type=Path, metavar="PATH", help="Silero VAD v5 ONNX file (needed by --vad silero)")
+    p.set_defaults(vad_default=default)
     g.add_argument("--window-frames", type=int, default=10, metavar="N",
                    help="10 ms frames per processing window (default: %(default)s = 100 ms)")
 
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="default", metavar="PCM", help="ALSA PCM name, e.g. hw:1,0 (default: %(default)s)")
     p.add_argument("--channel", type=int, default=None, metavar="N", help="capture channel to use (default: downmix)")
     _add_asr_args(p, required=False)
-    _add_vad_args(p, default="silero")
+    _add_vad_args(p, default="energy")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_listen)
 
@@ -151,11 +152,16 @@ def _recognizer(args: argparse.Namespace):
 
 
 def _endpointer(args: argparse.Namespace):
+    from voiced.errors import ConfigError
     from voiced.runtime.graph_cache import default_graph_cache
     from voiced.runtime.onnx import SessionOptions
     from voiced.vad import VadKind, build_endpointer
 
-    return build_endpointer(VadKind(args.vad), args.vad_model, options=SessionOptions(graph_cache=default_graph_cache()))
+    # --vad-model alone means the Silero VAD (as [vad] model does in a config); it used to be ignored
+    kind = VadKind(args.vad if args.vad is not None else "silero" if args.vad_model else args.vad_default)
+    if kind is VadKind.SILERO and args.vad_model is None:
+        raise ConfigError("--vad-model", "--vad silero needs the Silero VAD v5 model file (or --vad energy / none)")
+    return build_endpointer(kind, args.vad_model, options=SessionOptions(graph_cache=default_graph_cache()))
 
 
 def _print_event(ev, as_json: bool, **extra: object) -> None:
