@@ -50,9 +50,16 @@ class ModelFiles:
         """Pick the files of ``directory``, preferring INT8; ModelError names what is missing."""
         directory = Path(directory)
         if not directory.is_dir():
+            if directory.exists():
+                raise ModelError(f"ASR model {directory}: a file, not a model directory")
             raise ModelError(f"ASR model directory not found: {directory}")
         tokens = directory / "tokens.txt"
         if not tokens.is_file():
+            whisper = sorted(directory.glob("*-encoder*.onnx"))
+            if whisper:  # a Whisper export is told apart by its NAME-tokens.txt: say that one is missing
+                name = whisper[0].name.split("-encoder")[0]
+                raise ModelError(f"ASR model {directory}: {whisper[0].name} is a Whisper export's, but "
+                                 f"{name}-tokens.txt is missing")
             raise ModelError(f"ASR model {directory}: tokens.txt is missing")
         return cls(
             encoder=_pick(directory, "encoder"),

@@ -46,7 +46,8 @@ def add_say_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--length-scale", type=float, metavar="X", help="slowness: 1 is the voice's pace, 2 half speed")
     p.add_argument("--noise-scale", type=float, metavar="X", help="voice variation (default: the voice's)")
     p.add_argument("--noise-w", type=float, metavar="X", help="duration variation (default: the voice's)")
-    p.add_argument("--volume", type=float, default=1.0, metavar="X", help="0..1 (default: %(default)s)")
+    p.add_argument("--volume", type=float, default=1.0, metavar="X", help="gain, 0..4: 1 plays the voice as it is, above 1 louder (a loud voice clips)"
+                   " (default: %(default)s)")
     p.add_argument("--sentence-silence", type=float, default=0.0, metavar="S",
                    help="seconds of silence between sentences (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
