@@ -148,3 +148,15 @@ models = ["alexa_v0.1", "heads/custom.onnx", "/abs/other.onnx"]
     for kept in ("alsa:hw:1,0", "none", f"file:{folder / 'x.wav'}"):
         assert Config.from_file(write(folder, f'[audio]\nsource = "{kept}"\n')).audio.source == kept
     assert Config.from_file(write(folder, '[hardware]\nprofile = "pi4"\n')).hardware.profile == "pi4"
+
+
+def test_a_state_dir_that_is_a_file_is_named_as_the_config_key(tmp_path: Path) -> None:
+    """It was found by the outbox, which named its own database ("outbox.path in .../outbox.sqlite3:
+    File exists"), after the models had loaded."""
+    from voiced.core import Core
+
+    taken = tmp_path / "state"
+    taken.write_text("not a directory")
+    (tmp_path / "voiced.toml").write_text('[vad]\nkind = "energy"\n[daemon]\nstate_dir = "state"\n')
+    with pytest.raises(ConfigError, match=r"^daemon\.state_dir in .*voiced\.toml: .*state is a file, not a directory"):
+        Core(Config.from_file(tmp_path / "voiced.toml"))

@@ -83,6 +83,10 @@ class Core:
                  notifier: SystemdNotifier | None = None, status: Callable[[], str] | None = None) -> None:
         self.config = config
         self.mode = mode
+        state = config.daemon.resolved_state_dir()
+        if state.exists() and not state.is_dir():  # before the models load; the outbox named its own file
+            raise ConfigError("daemon.state_dir", f"{state} is a file, not a directory",
+                              str(config.path) if config.path else None)
         self.counters = Counters()
         self.stop_event = threading.Event()
         self._handlers: list[EventHandler] = []
