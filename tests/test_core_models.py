@@ -107,6 +107,7 @@ def test_every_model_keeps_its_optimized_graph_with_the_same_outputs(models: Pat
     ("asr.model", {"asr": {"model": "no-such-dir"}}),
     ("vad.model", {"vad": {"kind": "silero", "model": "no-such.onnx"}}),
     ("tts.voice", {"tts": {"voice": "no-such-voice.onnx"}}),
+    ("llm.model", {"llm": {"model": "no-such-llm"}}),  # loaded lazily: it was said at the first unmatched command
 ])
 def test_a_model_that_does_not_load_names_its_key_and_the_config_file(tmp_path: Path, key: str,
                                                                       section: dict) -> None:

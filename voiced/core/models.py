@@ -27,6 +27,7 @@ from voiced.errors import ModelError
 from voiced.intents import IntentRecognizer
 from voiced.listener import Listener
 from voiced.llm import LlmFallback
+from voiced.llm.runtime import read_genai_config
 from voiced.runtime.graph_cache import default_graph_cache
 from voiced.runtime.hardware import HardwareProfile, OnnxRole
 from voiced.runtime.onnx import SessionOptions
@@ -80,7 +81,11 @@ class Models:
         m = cls(config, profile, counters)
         cfg = config
         m.intents = IntentRecognizer.from_section(cfg.intents, str(cfg.path) if cfg.path else None)
-        # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload.
+        # The LLM runs in a worker process (its binding holds the GIL); loaded lazily unless preload,
+        # but a folder that is no model is said now, not at the first unmatched command.
+        if cfg.llm.model is not None:
+            with _naming("llm.model", cfg):
+                read_genai_config(cfg.llm.model)
         m.llm = LlmFallback.from_recognizer(cfg.llm, m.intents) if cfg.llm.enabled else None
         if m.llm is not None and cfg.llm.preload:
             m.llm.preload()
