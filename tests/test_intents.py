@@ -187,6 +187,15 @@ def test_a_config_list_value_that_does_not_parse_is_a_config_error(tmp_path: Pat
         IntentRecognizer.from_section(section, "voiced.toml")
 
 
+def test_a_backwards_range_names_its_list_and_file(tmp_path: Path) -> None:
+    """hassil refuses it with a bare AssertionError ("start cannot be greater than stop")."""
+    bad = tmp_path / "timer.yaml"
+    bad.write_text("language: en\nintents:\n  T:\n    data:\n      - sentences: ['set {minutes} minutes']\n"
+                   "lists:\n  minutes:\n    range: {from: 10, to: 1}\n")
+    with pytest.raises(ConfigError, match=r"^lists\.minutes\.range in .*timer\.yaml: from 10 is greater than to 1"):
+        IntentRecognizer.load([bad])
+
+
 def test_an_empty_recognizer_recognizes_nothing_and_boosts_nothing() -> None:
     from voiced.intentconfig import IntentsSection
 

@@ -124,6 +124,7 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
     data = sentences.data
     where = ", ".join(map(str, sentences.files)) or sentences.source
     try:
+        _check_ranges(data)
         intents = Intents.from_dict(data)
         unfilled = _unfilled_lists(intents)
         if unfilled:
@@ -147,6 +148,17 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
     _literal_lists(intents, data, sentences.literal_lists)
     _names_by_domain(intents)
     return intents, data
+
+
+def _check_ranges(data: dict) -> None:
+    """A range list hassil would refuse with a bare AssertionError ("start cannot be greater than
+    stop"), said with the list's name."""
+    lists = data.get("lists")
+    for name, spec in (lists.items() if isinstance(lists, dict) else ()):
+        bounds = spec.get("range") if isinstance(spec, dict) else None
+        if isinstance(bounds, dict) and isinstance(bounds.get("from"), (int, float)) \
+                and isinstance(bounds.get("to"), (int, float)) and bounds["from"] > bounds["to"]:
+            raise ConfigError(f"lists.{name}.range", f"from {bounds['from']} is greater than to {bounds['to']}")
 
 
 # -- sources --------------------------------------------------------------------------------------
