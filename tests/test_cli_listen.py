@@ -130,3 +130,20 @@ def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path
     assert [e["type"] for e in events if e["type"] != "partial"] == ["speech_start", "speech_end", "final"], err
     assert events[-1]["device"] == "mic" and events[-1]["text"]
     assert proc.returncode == 0, err
+
+
+def test_options_the_model_cannot_use_are_said_to_be_ignored(speech, asr_model, tmp_path, capsys, caplog) -> None:
+    """--hotword with greedy search, --language and --dereverb with a transducer did nothing, silently."""
+    import logging
+
+    wav = padded_command(speech, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="voiced"):
+        assert main(["transcribe", "--hotword", "kitchen light", "--language", "de", "--dereverb",
+                     "--asr-model", str(asr_model), str(wav)]) == 0
+    said = [r.getMessage() for r in caplog.records if "does nothing here" in r.getMessage()]
+    assert [m.split()[0] for m in said] == ["--hotword", "--language", "--dereverb"], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="voiced"):
+        assert main(["transcribe", "--method", "modified_beam_search", "--hotword", "kitchen light",
+                     "--asr-model", str(asr_model), str(wav)]) == 0
+    assert not [r for r in caplog.records if "does nothing here" in r.getMessage()]

@@ -10,9 +10,13 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from voiced import __version__
 from voiced.errors import VoicedError
+
+if TYPE_CHECKING:
+    from voiced.asr.loader import AsrFamily
 
 __all__ = ["main"]
 
@@ -132,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _recognizer(args: argparse.Namespace):
-    from voiced.asr.loader import load_recognizer
+    from voiced.asr.loader import family_of, load_recognizer
     from voiced.asr.recognizer import RecognizerConfig
     from voiced.asr.search import SearchMethod
     from voiced.asr.whisper import WhisperConfig
@@ -148,7 +152,24 @@ def _recognizer(args: argparse.Namespace):
                             dereverb=DereverbConfig() if args.dereverb else None)
     # The optimized graphs are kept: a second run skips the optimization (a third of a short file's CPU).
     session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
+    for option in _unused_asr_options(args, family_of(args.asr_model) if args.asr_model.is_dir() else None):
+        log.warning("%s does nothing here: ignored", option)
     return load_recognizer(args.asr_model, transducer, whisper, session)
+
+
+def _unused_asr_options(args: argparse.Namespace, family: AsrFamily | None) -> list[str]:
+    """The options given that the model's family or the search cannot use (they used to be
+    ignored without a word)."""
+    from voiced.asr.loader import AsrFamily
+    from voiced.asr.search import SearchMethod
+
+    unused = []
+    if args.hotword and (family is AsrFamily.WHISPER or SearchMethod(args.method) is not SearchMethod.MODIFIED_BEAM):
+        unused.append("--hotword (modified_beam_search with a transducer only)")
+    if family is AsrFamily.TRANSDUCER:
+        unused += [f"{flag} (Whisper only)" for flag, given in (("--language", args.language is not None),
+                                                                ("--dereverb", args.dereverb)) if given]
+    return unused
 
 
 def _endpointer(args: argparse.Namespace):
