@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from voiced import __version__
-from voiced.errors import VoicedError
+from voiced.errors import ConfigError, VoicedError
 
 if TYPE_CHECKING:
     from voiced.asr.loader import AsrFamily
@@ -173,7 +173,6 @@ def _unused_asr_options(args: argparse.Namespace, family: AsrFamily | None) -> l
 
 
 def _endpointer(args: argparse.Namespace):
-    from voiced.errors import ConfigError
     from voiced.runtime.graph_cache import default_graph_cache
     from voiced.runtime.onnx import SessionOptions
     from voiced.vad import VadKind, build_endpointer

@@ -91,7 +91,6 @@ class Core:
         self.stop_event = threading.Event()
         self._handlers: list[EventHandler] = []
         self._taps: list[WindowTap] = []
-        self._lock = threading.Lock()
         self._muted = False
         self._utterance_session: str | None = None  # session of the utterance being heard
         self._speaking = False  # set by the speaker: capture is ignored meanwhile
@@ -377,18 +376,17 @@ class Core:
         if self.wake.hold(ev):
             return
         if ev.type is ListenEventType.SPEECH_START:
-            with self._lock:
-                request = self.requests.began()
-                if self.mode is ListenMode.ON_REQUEST and request is None:
-                    self._utterance_session = None
+            request = self.requests.began()
+            if self.mode is ListenMode.ON_REQUEST and request is None:
+                self._utterance_session = None
+                return
+            if self.mode is ListenMode.WAKE:
+                self._utterance_session = self.wake.session
+                if self.wake.session is None:
                     return
-                if self.mode is ListenMode.WAKE:
-                    self._utterance_session = self.wake.session
-                    if self.wake.session is None:
-                        return
-                else:
-                    self._utterance_session = (request.session_id if request and request.session_id
-                                               else str(uuid.uuid4()))
+            else:
+                self._utterance_session = (request.session_id if request and request.session_id
+                                           else str(uuid.uuid4()))
             self.counters.add("utterances")
             self._emit(SpeechStarted(self._utterance_session, ev.start))
             return

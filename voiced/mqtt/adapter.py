@@ -244,9 +244,8 @@ class HermesAdapter:
         try:
             query = hermes.parse_nlu_query(payload)
         except hermes.MalformedMessage:  # answered when it can be; logged and counted by the client
-            to = hermes.reply_address(payload)
-            if to is not None and to.id is not None and hermes.for_site(to, self.site_id):
-                self._publish(hermes.intent_not_recognized("", to.site_id, to.session_id, to.id, to.custom_data))
+            self._answer_unreadable(payload, lambda to: hermes.intent_not_recognized(
+                "", to.site_id, to.session_id, to.id, to.custom_data))
             raise
         if hermes.for_site(query, self.site_id):
             self.core.query(Utterance(
@@ -254,6 +253,13 @@ class HermesAdapter:
                 intent_filter=query.intent_filter, custom_data=query.custom_data, from_speech=False,
                 wakeword_id=query.wakeword_id, lang=query.lang,
             ))
+
+    def _answer_unreadable(self, payload: bytes,
+                           answer: Callable[[hermes.ReplyAddress], hermes.HermesMessage]) -> None:
+        """A request that does not parse but whose ``id`` can be read, for this site, gets ``answer``."""
+        to = hermes.reply_address(payload)
+        if to is not None and to.id is not None and hermes.for_site(to, self.site_id):
+            self._publish(answer(to))
 
     def _on_start_listening(self, topic: str, payload: bytes) -> None:
         request = hermes.parse_start_listening(payload)
@@ -336,9 +342,7 @@ class HermesAdapter:
         try:
             say = hermes.parse_tts_say(payload)
         except hermes.MalformedMessage:  # nothing to speak, but its sender still waits for sayFinished
-            to = hermes.reply_address(payload)
-            if to is not None and to.id is not None and hermes.for_site(to, self.site_id):
-                self._publish(hermes.say_finished(to.site_id, to.id, to.session_id))
+            self._answer_unreadable(payload, lambda to: hermes.say_finished(to.site_id, to.id, to.session_id))
             raise
         if hermes.for_site(say, self.site_id):
             # bad text is not an exception: the request finishes FAILED and still gets sayFinished
