@@ -5,7 +5,9 @@ Real mosquitto, real Silero, real Whisper tiny.en, a real human reading (hifitts
 spoken by the real Piper joe voice; the recording is paced to the clock and each request is sent
 at a known point of it. Speech outside a request is not transcribed; a request sent while
 someone is talking hears the rest of what they say; a stopListening for a request that heard
-nothing is answered with an empty transcript, so the dialogue manager goes on.
+nothing is answered with an empty transcript, so the dialogue manager goes on. A request with a
+sessionId is a dialogue manager's: voiced transcribes, the manager asks for the intent
+(hermes/nlu/query) and starts and ends its session; a request without one is voiced's own session.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import numpy as np
 import pytest
 from rhasspyhermes.asr import AsrTextCaptured
+from rhasspyhermes.dialogue import DialogueSessionEnded, DialogueSessionStarted
 from rhasspyhermes.nlu import NluIntent
 
 from tests.mqtt.conftest import raw_publish
@@ -43,7 +46,7 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
     hifitts = speech / "hifitts_6097_5min" / "audio"
     first, long = (read_wav(hifitts / name)[0][:, 0] for name in (FIRST, LONG))
     command = _spoken("Turn on the kitchen light.", exact=True)
-    parts = [gap, first, gap, gap, command, gap, gap, gap, gap, long, gap, gap]
+    parts = [gap, first, gap, gap, command, gap, gap, gap, gap, long, gap, gap, command, gap, gap]
     starts = np.cumsum([0] + [len(p) for p in parts]) / 16000
     audio = np.concatenate(parts)
     wav = tmp_path / "room.wav"
@@ -58,8 +61,9 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
     def heard() -> float:  # stream time gone by (windows dropped while the machine lagged count too)
         return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
 
-    def request(topic: str, session: str, **more: object) -> None:
-        raw_publish(broker, f"hermes/asr/{topic}", json.dumps({"siteId": "kitchen", "sessionId": session, **more}))
+    def request(topic: str, session: str | None, **more: object) -> None:
+        ids = {"siteId": "kitchen"} | ({"sessionId": session} if session else {})
+        raw_publish(broker, f"hermes/asr/{topic}", json.dumps(ids | more))
 
     def captured(session: str) -> list[AsrTextCaptured]:
         return [c for c in map(_text, sub.payloads("hermes/asr/textCaptured")) if c.session_id == session]
@@ -69,6 +73,11 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
         wait_until(lambda: heard() > starts[2] + 0.5, timeout=60, what="the first reader gone by")
         request("startListening", "sl-command")  # stopOnSilence: the command, then the request ends
         wait_until(lambda: captured("sl-command"), timeout=60, what="the command's transcript")
+        # the dialogue manager's session: no intent of voiced's own, the manager's query gets one
+        [command_text] = captured("sl-command")
+        assert not sub.payloads("hermes/intent/HassTurnOn")
+        raw_publish(broker, "hermes/nlu/query", json.dumps({"input": command_text.text, "siteId": "kitchen",
+                                                            "sessionId": "sl-command", "id": "q1"}))
         [raw] = sub.wait_count(1, "hermes/intent/HassTurnOn")
         assert NluIntent.from_dict(json.loads(raw)).session_id == "sl-command"
         # a request that hears nothing, stopped: answered with an empty transcript in its session
@@ -86,11 +95,22 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
         [late] = captured("sl-late")
         # what was said from the request on (2.5 s in), not its beginning ("it was entering the lion's den")
         assert len(late.text.split()) >= 2 and "entering" not in late.text.lower(), late.text
+        # a request without a session (an automation's "listen now"): voiced's own session and intent
+        wait_until(lambda: heard() > starts[11] + 0.5, timeout=60, what="the long reading's end")
+        request("startListening", None)
+        [raw] = sub.wait_count(2, "hermes/intent/HassTurnOn")[1:]
+        own = NluIntent.from_dict(json.loads(raw)).session_id
         wait_until(lambda: heard() >= len(audio) / 16000 - 0.2, timeout=60, what="the end of the recording")
     finally:
         daemon.stop(timeout=2)
     # the first reader, outside any request, was never transcribed; each request's session once
     sessions = [c.session_id for c in map(_text, sub.payloads("hermes/asr/textCaptured"))]
-    assert sorted(sessions) == ["sl-command", "sl-late", "sl-nothing"]
-    [command_text] = captured("sl-command")
-    assert "kitchen light" in command_text.text.lower()
+    assert sorted(sessions[:3]) == ["sl-command", "sl-late", "sl-nothing"] and sessions[3:] == [own]
+    assert "kitchen light" in command_text.text.lower() and "kitchen light" in captured(own)[0].text.lower()
+    # dialogue sessions: only voiced's own began and ended here, the managers' were left to them
+    started = [DialogueSessionStarted.from_dict(json.loads(p)).session_id
+               for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
+    ended = [DialogueSessionEnded.from_dict(json.loads(p)).session_id
+             for p in sub.payloads("hermes/dialogueManager/sessionEnded")]
+    assert started == ended == [own]
+    assert len(sub.payloads("hermes/intent/HassTurnOn")) == 2  # one per command: none twice

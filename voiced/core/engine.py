@@ -384,11 +384,11 @@ class Core:
                 self._utterance_session = self.wake.session
                 if self.wake.session is None:
                     return
-            else:
-                self._utterance_session = (request.session_id if request and request.session_id
-                                           else str(uuid.uuid4()))
+            callers = self.mode is not ListenMode.WAKE and request is not None and request.callers_session
+            if self.mode is not ListenMode.WAKE:
+                self._utterance_session = request.session_id if callers else str(uuid.uuid4())
             self.counters.add("utterances")
-            self._emit(SpeechStarted(self._utterance_session, ev.start))
+            self._emit(SpeechStarted(self._utterance_session, ev.start, own_session=not callers))
             return
         session = self._utterance_session
         if session is None:
@@ -405,27 +405,26 @@ class Core:
 
     def _on_final(self, ev: ListenEvent, session: str) -> None:
         request = self.requests.ended()
-        intent_filter = request.intent_filter if request else None
         confidence = ev.result.confidence if ev.result is not None else None
         m = self.models
         if ev.audio is not None and m.cloud.should_use_cloud_asr(m.recognizer is not None, confidence):
             if m.recognizer is None:  # nothing local to publish: the cloud's text is the transcript
-                m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_text(r, ev, session, intent_filter),
+                m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_text(r, ev, session, request),
                                    language=m.intents.language)
                 return
             # a local transcript exists: it is published now; the cloud may only correct it later
             if self.config.cloud.publish_corrections:
                 m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_correction(r, ev, session),
                                    language=m.intents.language)
-        self._publish_transcript(ev, ev.text, session, confidence or 0.0, intent_filter)
+        self._publish_transcript(ev, ev.text, session, confidence or 0.0, request)
 
     def _on_cloud_text(self, result: CloudResult[str], ev: ListenEvent, session: str,
-                       intent_filter: tuple[str, ...] | None) -> None:
+                       request: ListenRequest | None) -> None:
         """On a cloud worker thread: the cloud transcript of an utterance with no local one."""
         text = (result.value or "").strip() if result.ok else ""
         if not result.ok:
             log.warning("cloud ASR gave no transcript (%s)", result.outcome.value)
-        self._publish_transcript(ev, text, session, 1.0, intent_filter)
+        self._publish_transcript(ev, text, session, 1.0, request)
 
     def _on_cloud_correction(self, result: CloudResult[str], ev: ListenEvent, session: str) -> None:
         if result.ok and result.value and result.value.strip() != ev.text.strip():
@@ -433,19 +432,24 @@ class Core:
             self.counters.add("cloud_corrections")
 
     def _publish_transcript(self, ev: ListenEvent, text: str, session: str, confidence: float,
-                            intent_filter: tuple[str, ...] | None) -> None:
+                            request: ListenRequest | None) -> None:
+        """The transcript, then, in the core's own sessions, the intent that ends the session."""
         text = text.strip()
-        if not text:
+        # A caller's session (a dialogue manager's) gets its textCaptured, empty or not, and nothing
+        # more: it asks hermes/nlu/query itself, and an intent from here too would act twice.
+        callers = request is not None and request.callers_session and request.session_id == session
+        if not text and not callers:
             self.counters.add("empty_transcripts")
             self._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
             return
-        self.counters.add("transcripts")
-        result = ev.result if text == ev.text.strip() else None  # None: the cloud's text
+        self.counters.add("transcripts" if text else "empty_transcripts")
+        result = ev.result if text and text == ev.text.strip() else None  # None: the cloud's text, or none
         words = tuple(word_timings(ev)) if result is not None else None
         from_templates = result is not None and result.from_templates
-        self._emit(Transcript(session, text, confidence, ev.start, ev.end, words, from_templates))
-        self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
-                                      intent_filter=intent_filter))
+        self._emit(Transcript(session, text, confidence if text else 0.0, ev.start, ev.end, words, from_templates))
+        if not callers:
+            self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
+                                          intent_filter=request.intent_filter if request else None))
 
     # -- speech out --------------------------------------------------------------------------
 

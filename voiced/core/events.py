@@ -79,6 +79,12 @@ class ListenRequest:
     stop_on_silence: bool = True
     """One utterance only: the request ends at the first endpoint."""
 
+    @property
+    def callers_session(self) -> bool:
+        """The session is the caller's (a dialogue manager's, as in Rhasspy): the core only transcribes;
+        the caller asks for the intent (hermes/nlu/query) and starts and ends the session itself."""
+        return bool(self.session_id)
+
 
 @dataclass(frozen=True)
 class Utterance:
@@ -107,6 +113,8 @@ class SpeechStarted:
     session_id: str
     start: float
     """Stream time, seconds."""
+    own_session: bool = True
+    """The core began the session and will end it (SessionEnded); False: a listening request's caller's."""
 
 
 @dataclass(frozen=True)

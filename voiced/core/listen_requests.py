@@ -4,7 +4,9 @@ As Rhasspy's ASR services answer them: a request starts hearing at once (speech 
 way is heard from the request on), ``stopOnSilence`` ends it with the utterance, and
 ``stopListening`` for its session ends it then and there: the utterance heard so far is
 transcribed, and a request that heard none is answered with an empty transcript, so the dialogue
-manager waiting for ``textCaptured`` goes on. Between requests nothing is decoded.
+manager waiting for ``textCaptured`` goes on. Between requests nothing is decoded. A request
+with a session id is its caller's (``ListenRequest.callers_session``): the core transcribes and
+leaves the intent and the end of the session to the caller.
 
 The adapters call ``open`` and ``close`` on their threads; the rest runs on the listen thread.
 """
@@ -96,5 +98,6 @@ class ListenRequests:
         session = session or str(uuid.uuid4())
         core.counters.add("empty_transcripts")
         core._emit(Transcript(session, "", 0.0, at, at))
-        core._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
+        if not stopped.callers_session:  # the caller ends its own session
+            core._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
         return []

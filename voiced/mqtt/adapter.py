@@ -162,7 +162,8 @@ class HermesAdapter:
         site = self.site_id
         if isinstance(ev, SpeechStarted):
             self.client.publish(topics.listening, "ON", retain=True)
-            self._publish(hermes.session_started(site, ev.session_id))
+            if ev.own_session:  # a dialogue manager's startListening: its session, started by it
+                self._publish(hermes.session_started(site, ev.session_id))
         elif isinstance(ev, PartialTranscript):
             self._publish(hermes.partial_text_captured(ev.text, ev.confidence, ev.seconds, site, ev.session_id,
                                                        from_templates=ev.from_templates))
