@@ -83,7 +83,7 @@ class Understanding:
         self.config = replace(config, asr=asr, cloud=CloudConfig(), tts=replace(config.tts, voice=None),
                               wake=replace(config.wake, models=()))
         self.counters = Counters()
-        self.models = Models.load(self.config, select_profile(self.config.hardware.profile), self.counters)
+        self.models = Models.load(self.config, select_profile(self.config.hardware.profile).fitted(), self.counters)
         self._answers: list[CoreEvent] = []
         self._stage = IntentStage(self.models, self.counters, self._answers.append)
 

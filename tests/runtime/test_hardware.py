@@ -178,6 +178,25 @@ def test_explicit_name_wins_over_detection(tmp_path: Path) -> None:
     assert select_profile("pi-zero-2w", paths=[dt]).name == "pi-zero-2w"
 
 
+def test_a_profile_is_fitted_to_this_machine_once_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    two = {0, 1}
+    with caplog.at_level(logging.INFO):
+        generic = load_profile("x86-64").fitted(available=two)
+        pi4 = load_profile("pi4").fitted(available=two)
+        assert load_profile("pi4").fitted(available=range(8)) == load_profile("pi4")  # nothing to cut
+    lines = [r for r in caplog.records if "not available here" in r.getMessage()]
+    assert [(r.levelno, r.getMessage().split(":")[0]) for r in lines] == [
+        (logging.INFO, "profile x86-64"), (logging.WARNING, "profile pi4")]  # the generic one is meant to be cut
+    assert generic.cpus(Stage.LISTEN) == {1} and generic.cpus(Stage.CAPTURE) == {0}
+    assert pi4.cpus(Stage.INTENT) == {1} and pi4.cpus(Stage.LISTEN) == two  # none of 2-3 left: all there are
+    # every thread and ONNX session pinned from a fitted profile has nothing more to say
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        for role in OnnxRole:
+            generic.session_options(role)
+    assert "not available" not in caplog.text
+
+
 # -- ONNX session options ----------------------------------------------------------------------
 
 

@@ -94,7 +94,7 @@ class Core:
         self._muted = False
         self._utterance_session: str | None = None  # session of the utterance being heard
         self._speaking = False  # set by the speaker: capture is ignored meanwhile
-        self.profile = select_profile(config.hardware.profile)
+        self.profile = select_profile(config.hardware.profile).fitted()
         self.notifier = notifier or SystemdNotifier()
         self.supervisor = Supervisor(notifier=self.notifier, status=status or self.status_line)
         self.models = Models.load(config, self.profile, self.counters)

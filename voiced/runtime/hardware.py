@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import platform
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
-from voiced.runtime.affinity import clamp_cpus, ort_thread_affinities
+from voiced.runtime.affinity import available_cpus, clamp_cpus, format_cpu_list, ort_thread_affinities
 from voiced.runtime.onnx import SessionOptions
 
 __all__ = [
@@ -159,6 +159,26 @@ class HardwareProfile:
             raise ConfigError("realtime_priority", f"must be within 0..99, got {self.realtime_priority}")
         if self.tts_release_after_phonemes < 0:
             raise ConfigError("tts_release_after_phonemes", f"must be >= 0, got {self.tts_release_after_phonemes}")
+
+    def fitted(self, available: Iterable[int] | None = None) -> HardwareProfile:
+        """This profile with each stage's cores cut to the ``available`` ones (this process's),
+        said once here rather than by every thread and ONNX session that is pinned later."""
+        have = frozenset(available) if available is not None else available_cpus()
+        fitted, dropped = {}, set()
+        for stage in Stage:
+            cores = getattr(self.cores, stage.value)
+            kept = tuple(c for c in cores if c in have) or (tuple(sorted(have)) if cores else ())
+            fitted[stage.value] = kept
+            dropped.update(set(cores) - have)
+        if not dropped:
+            return self
+        stages = ", ".join(f"{stage} {format_cpu_list(fitted[stage.value])}" for stage in Stage
+                           if fitted[stage.value] != getattr(self.cores, stage.value))
+        # The generic profile is written for 4 cores and meant to be cut down: no cause for a warning.
+        level = logging.INFO if self.name == GENERIC else logging.WARNING
+        log.log(level, "profile %s: cores %s are not available here (have %s): %s", self.name,
+                format_cpu_list(frozenset(dropped)), format_cpu_list(have), stages)
+        return replace(self, cores=CoreMap(**fitted))
 
     def cpus(self, stage: Stage | str) -> frozenset[int] | None:
         """The cores ``stage`` is pinned to, as written (unclamped); None = unpinned."""
