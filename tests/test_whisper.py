@@ -7,6 +7,7 @@ Real speech only: all 116 hifitts utterances, jfk and misc_en. sherpa-onnx's Pyt
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from voiced.asr.loader import AsrFamily, family_of, load_recognizer
-from voiced.asr.whisper import MAX_SPEECH_FRAMES, WhisperRecognizer, log_mel
+from voiced.asr.whisper import MAX_SPEECH_FRAMES, WhisperConfig, WhisperRecognizer, log_mel
 from voiced.audio.wav import read_wav
 from voiced.errors import ModelError
 
@@ -221,6 +222,17 @@ def test_utterances_over_30_s_are_cut_at_a_quiet_moment_not_truncated(whisper_mo
     assert text.startswith("it was the best of times, it was the worst of times")
     assert "we were all going direct to heaven" in text  # before the cut
     assert "superlative degree of comparison" in text  # the end of the reading, after 30 s
+
+
+def test_a_language_an_english_only_model_cannot_use_is_said_once_at_load(whisper_model_dir, caplog) -> None:
+    model = WhisperRecognizer.load(whisper_model_dir).model
+    said = lambda: [r for r in caplog.records if r.name == "voiced.asr.whisper"]  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="voiced.asr.whisper"):
+        WhisperRecognizer(model, WhisperConfig(language="en"))
+        assert not said()
+        WhisperRecognizer(model, WhisperConfig(language="de"))
+    [record] = said()
+    assert "English-only: language 'de' does nothing" in record.getMessage()
 
 
 def test_family_is_chosen_by_the_files(tmp_path, whisper_model_dir) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def test_say_reads_stdin(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.parametrize(("args", "message"), [
     (["   "], "text is empty"),
     (["..."], "nothing to speak"),
-    (["--speaker", "bob", "Hi."], None),  # single-speaker voice: ignored, as in Piper
+    (["--speaker", "bob", "Hi."], None),  # single-speaker voice: ignored, as in Piper (and said: below)
     (["--volume", "7", "Hi."], "volume"),
 ])
 def test_say_errors_are_messages_not_tracebacks(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -94,6 +95,16 @@ def test_say_errors_are_messages_not_tracebacks(id_voice: Path, tmp_path: Path, 
         assert code == 0, err
     else:
         assert code == 1 and err.startswith("voiced: ") and message in err and "Traceback" not in err
+
+
+def test_a_speaker_asked_of_a_single_speaker_voice_is_said_to_do_nothing(
+        id_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="voiced.tts.cli"):
+        code, _, err = run_say(["--voice", str(id_voice), "--speaker", "3", "--output", str(tmp_path / "s.wav"),
+                                "Hi."], capsys)
+    assert code == 0, err
+    assert [r.getMessage() for r in caplog.records if r.name == "voiced.tts.cli"] == [
+        "--speaker 3 does nothing: this voice has one speaker"]
 
 
 @pytest.mark.parametrize("where", ["a directory", "no such directory"])

@@ -159,6 +159,10 @@ class WhisperRecognizer:
     def __init__(self, model: WhisperModel, config: WhisperConfig) -> None:
         self.model = model
         self.config = config
+        model.initial_tokens(config.language, config.translate)  # a language the model lacks: said now, not per utterance
+        if config.language not in (None, "en") and not model.multilingual:
+            log.warning("%s is English-only: language %r does nothing (a multilingual Whisper model uses it)",
+                        model.files.encoder, config.language)
         self._partial_samples = int(config.partial_every_s * SAMPLE_RATE)
         self._commands: SentenceSpace | None = None
         self._template_decoding = TemplateDecoding()

@@ -98,6 +98,8 @@ def cmd_say(args: argparse.Namespace) -> int:
     session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
     settings = VoiceSettings(session=session, strip_markup=not args.keep_markup)
     voice = PiperVoice.load(_voice_path(args.voice), settings=settings)
+    if speaker is not None and voice.config.num_speakers <= 1:  # Piper ignores it too: say so
+        log.warning("--speaker %s does nothing: this voice has one speaker", args.speaker)
     figures: dict[str, Any] = {"voice": str(args.voice or DEFAULT_VOICE), "sample_rate": voice.sample_rate,
                                "streaming_decoder": voice.streaming,
                                "load_s": round(time.perf_counter() - started, 4)}
