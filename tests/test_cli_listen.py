@@ -132,6 +132,18 @@ def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path
     assert proc.returncode == 0, err
 
 
+@needs_alsa
+def test_listen_on_a_device_that_does_not_open_is_one_line_not_a_wait(asr_model, tmp_path) -> None:
+    """At a terminal a mistyped device is an error (the daemon, unattended, waits for its device)."""
+    env = dict(os.environ, ALSA_CONFIG_PATH=str(_alsa_conf()), HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "voiced.cli", "listen", "--device", "nosuchmic", "--vad", "energy",
+                           "--asr-model", str(asr_model)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("voiced: --device nosuchmic: cannot open it (") and "arecord -L" in last, done.stderr
+
+
 def test_options_the_model_cannot_use_are_said_to_be_ignored(speech, asr_model, tmp_path, capsys, caplog) -> None:
     """--hotword with greedy search, --language and --dereverb with a transducer did nothing, silently."""
     import logging

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from voiced import __version__
-from voiced.errors import ConfigError, VoicedError
+from voiced.errors import AudioError, ConfigError, VoicedError
 
 if TYPE_CHECKING:
     from voiced.asr.loader import AsrFamily
@@ -341,8 +341,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
     _stop_on_signals(stop)
     listener = Listener(recognizer, _endpointer(args), args.window_frames)
     source = AlsaSource(AlsaCaptureConfig(device=args.device, channel=args.channel), stop=stop)
-    log.info("listening on %s", args.device)
     with source:
+        if not source.capturing:  # at a terminal a wrong name is an error; the daemon waits for its device
+            raise AudioError(f"--device {args.device}: cannot open it ({source.stats.last_error}); "
+                             "`arecord -L` lists the capture devices")
+        log.info("listening on %s", args.device)
         for ev in listener.events(source.chunks()):
             if args.json:
                 _print_event(ev, True, device=args.device)

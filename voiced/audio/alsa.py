@@ -135,6 +135,11 @@ class AlsaSource(AudioSource):
         self._good_reads = 0
 
     @property
+    def capturing(self) -> bool:
+        """Whether the device is open now (after :meth:`open`: whether its first attempt worked)."""
+        return self._pcm is not None
+
+    @property
     def capture_rate(self) -> int | None:
         """The rate the device captures at, once open."""
         return self._rate
