@@ -54,6 +54,8 @@ templates = ["intents/*.yaml"]
     ("[asr]\nmethod = 'beam'", "asr.method", "must be one of"),
     ("[asr]\npartials = 'yes'", "asr.partials", "true or false"),
     ("[audio]\nwindow_frames = 0", "audio.window_frames", "1..100"),
+    ("[audio]\nsource = ''", "audio.source", "is not alsa:DEVICE, alsa, file:PATH or none"),  # run refused it, doctor passed it
+    ("[audio]\nsource = 'file:'", "audio.source", "needs a WAV file path"),
     ("[site]\nid = 'a/b'", "site.id", "without"),
     ("[intents]\ntemplates = 'x.yaml'", "intents.templates", "must be a list"),
     ("[mqtt]\nusername = 'u'\npassword_file = '/nonexistent/pw'", "mqtt.password_file", "does not exist"),

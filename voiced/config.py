@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from voiced.asr.search import SearchMethod
-from voiced.audio.source import SOURCE_KEY, AudioSource, SourceKind, open_source, source_relative_to
+from voiced.audio.source import SOURCE_KEY, AudioSource, SourceKind, open_source, parse_source, source_relative_to
 from voiced.cloud.config import CloudConfig
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
@@ -75,6 +75,10 @@ class AudioSection:
     """Windows buffered between capture and listening (50 = 5 s); when full the oldest is dropped and counted."""
 
     def __post_init__(self) -> None:
+        try:  # checked with the file, as every other key is: doctor and run say the same
+            parse_source(self.source)
+        except ConfigError as exc:
+            raise ConfigError("source", exc.problem) from None
         if not 1 <= self.window_frames <= 100:
             raise ConfigError("window_frames", f"must be within 1..100, got {self.window_frames}")
         if not 1 <= self.queue_windows <= 100_000:

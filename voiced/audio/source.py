@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from voiced.audio.alsa import AlsaCaptureConfig
 
 __all__ = ["AudioSource", "NullSource", "SourceKind", "SourceStats", "WavSource", "describe_layout", "open_source",
-           "source_relative_to"]
+           "parse_source", "source_relative_to"]
 
 logger = logging.getLogger(__name__)
 
@@ -216,6 +216,26 @@ def source_relative_to(spec: str, base: Path) -> str:
     return f"{scheme}{colon}{base / rest}"
 
 
+def parse_source(spec: str, config_file: str | None = None) -> tuple[SourceKind, str | None]:
+    """``audio.source``'s kind and its device or path (None: ``none``, or a bare ``alsa``); a
+    malformed spec raises :class:`ConfigError` naming ``audio.source`` (and ``config_file``)."""
+    scheme, colon, rest = (spec or "").strip().partition(":")
+    try:
+        kind = SourceKind(scheme.lower())
+    except ValueError:
+        raise ConfigError(SOURCE_KEY, f"{spec!r} is not alsa:DEVICE, alsa, file:PATH or none", config_file) from None
+    if kind is SourceKind.NONE:
+        if colon:
+            raise ConfigError(SOURCE_KEY, f"'none' takes no argument, got {spec!r}", config_file)
+        return kind, None
+    if kind is SourceKind.ALSA and not colon:
+        return kind, None
+    if not rest.strip():
+        what = "an ALSA device name" if kind is SourceKind.ALSA else "a WAV file path"
+        raise ConfigError(SOURCE_KEY, f"{spec!r} needs {what} after '{scheme}:'", config_file)
+    return kind, rest.strip() if kind is SourceKind.ALSA else rest
+
+
 def open_source(spec: str, *, alsa: AlsaCaptureConfig | None = None, channel: int | None = None,
                 realtime: bool = False, stop: threading.Event | None = None,
                 config_file: str | None = None) -> AudioSource:
@@ -225,24 +245,15 @@ def open_source(spec: str, *, alsa: AlsaCaptureConfig | None = None, channel: in
     ``realtime`` apply to files. A malformed spec raises :class:`ConfigError` naming
     ``audio.source`` (and ``config_file``); a missing file is reported by ``open()``.
     """
-    scheme, colon, rest = (spec or "").strip().partition(":")
-    try:
-        kind = SourceKind(scheme.lower())
-    except ValueError:
-        raise ConfigError(SOURCE_KEY, f"{spec!r} is not alsa:DEVICE, file:PATH or none", config_file) from None
+    kind, rest = parse_source(spec, config_file)
     if kind is SourceKind.NONE:
-        if colon:
-            raise ConfigError(SOURCE_KEY, f"'none' takes no argument, got {spec!r}", config_file)
         return NullSource(stop)
-    if kind is SourceKind.ALSA and not colon and alsa is not None:  # bare "alsa": the caller's device
-        from voiced.audio.alsa import AlsaSource
-
-        return AlsaSource(alsa, stop=stop)
-    if not rest.strip():
-        what = "an ALSA device name" if kind is SourceKind.ALSA else "a WAV file path"
-        raise ConfigError(SOURCE_KEY, f"{spec!r} needs {what} after '{scheme}:'", config_file)
     if kind is SourceKind.ALSA:
         from voiced.audio.alsa import AlsaCaptureConfig, AlsaSource
 
-        return AlsaSource(replace(alsa or AlsaCaptureConfig(), device=rest.strip()), stop=stop)
+        if rest is not None:
+            return AlsaSource(replace(alsa or AlsaCaptureConfig(), device=rest), stop=stop)
+        if alsa is None:  # bare "alsa" means the caller's device, and this caller has none
+            raise ConfigError(SOURCE_KEY, f"{spec!r} needs an ALSA device name after 'alsa:'", config_file)
+        return AlsaSource(alsa, stop=stop)
     return WavSource(rest, realtime=realtime, channel=channel, stop=stop)

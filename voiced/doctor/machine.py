@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from voiced.audio.source import SourceKind, parse_source
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
 from voiced.errors import ConfigError
 from voiced.runtime.affinity import (
@@ -32,21 +33,19 @@ PROBE_RATES = (16_000, 48_000, 44_100)
 
 def check_capture(audio: Any, where: str, profile_device: str = "default") -> list[Check]:
     """The capture source; a bare ``alsa`` is ``profile_device``, as in the daemon."""
-    spec = str(audio.source).strip()
-    scheme, colon, rest = spec.partition(":")
-    if scheme == "alsa" and not colon:
-        rest = profile_device
-    if scheme == "none":
+    try:
+        kind, rest = parse_source(audio.source)
+    except ConfigError as exc:  # a config that loaded has a good one; kept for callers that build one
+        return [Check("capture", CheckStatus.FAIL, str(exc), f"correct audio.source in {where}")]
+    if kind is SourceKind.NONE:
         return [Check("capture", CheckStatus.WARN, "audio.source = 'none': nothing is listened to",
                       f"set audio.source = 'alsa:DEVICE' in {where}")]
-    if scheme == "file":
-        ok = Path(rest).is_file()
+    if kind is SourceKind.FILE:
+        ok = Path(rest or "").is_file()
         return [Check("capture", CheckStatus.OK if ok else CheckStatus.FAIL,
                       f"file {rest} " + ("exists" if ok else "does not exist"),
                       None if ok else f"correct audio.source in {where}")]
-    if scheme != "alsa" or not rest:
-        return [Check("capture", CheckStatus.FAIL, f"audio.source {spec!r} is not alsa:DEVICE, alsa, file:PATH or none",
-                      f"correct audio.source in {where}")]
+    rest = rest or profile_device
     rates = list(dict.fromkeys((audio.capture_rate, audio.fallback_rate, *PROBE_RATES)))
     return [_probe_pcm("capture", rest, rates, audio.channels, capture=True, where=where,
                        wanted=audio.capture_rate)]
