@@ -147,7 +147,10 @@ def test_home_assistant_notify_is_spoken_by_the_real_voice(tmp_path, broker, sub
                    timeout=30, what="the two malformed messages counted")
         # a Hermes say it cannot read still gets its sayFinished: its sender is waiting for it
         raw_publish(broker, "hermes/tts/say", b'{"text": 42, "siteId": "den", "id": "t-bad", "sessionId": "s"}')
-        assert [json.loads(p) for p in finished.wait_count(1)] == [{"siteId": "den", "id": "t-bad", "sessionId": "s"}]
+        # a session id of the wrong type (the error itself) is left out of the answer, not the answer out
+        raw_publish(broker, "hermes/tts/say", b'{"text": "x", "siteId": "den", "id": "t-int", "sessionId": 9}')
+        assert [json.loads(p) for p in finished.wait_count(2)] == [
+            {"siteId": "den", "id": "t-bad", "sessionId": "s"}, {"siteId": "den", "id": "t-int", "sessionId": None}]
         counters = _counters(stats)
     played = np.frombuffer(speaker.read_bytes(), "<i2")
     start, first = int(np.argmax(np.abs(played) > 0)), int(np.argmax(np.abs(said) > 0))

@@ -247,6 +247,8 @@ def test_a_malformed_request_still_says_whom_to_answer() -> None:
     to = hermes.reply_address(b'{"text": 42, "siteId": "kitchen", "id": "t7", "sessionId": "s", "customData": "c"}')
     assert to == hermes.ReplyAddress("kitchen", "t7", "s", "c") and hermes.for_site(to, "kitchen")
     assert hermes.reply_address(b'{"text": null}') == hermes.ReplyAddress("default", None, None, None)
+    assert hermes.reply_address(b'{"text": "x", "id": "t8", "sessionId": 9, "customData": {"a": 1}}') == \
+        hermes.ReplyAddress("default", "t8", None, None)  # the fields in error are left out, the answer is not
     for unreadable in (b"not json", b"[1]", b'{"id": 7}', b'{"siteId": 1, "id": "x"}'):
         assert hermes.reply_address(unreadable) is None, unreadable
 

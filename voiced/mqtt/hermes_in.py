@@ -100,12 +100,17 @@ class ReplyAddress:
 
 def reply_address(payload: bytes | str) -> ReplyAddress | None:
     """The ``siteId``, ``id``, ``sessionId`` and ``customData`` of a malformed request, when it is a
-    JSON object and they are strings (absent ones: the default site, None); else None."""
+    JSON object whose ``siteId`` and ``id`` are strings (absent: the default site, None); else None.
+    A ``sessionId`` or ``customData`` that is no string (maybe the very error) is left out of the
+    answer rather than leaving the sender without one."""
     try:
         r = _Reader(payload)
-        return ReplyAddress(r.site(), r.text("id"), r.text("sessionId"), r.text("customData"))
+        site, request_id = r.site(), r.text("id")
     except MalformedMessage:
         return None
+    session, custom = (r.obj.get(key) for key in ("sessionId", "customData"))
+    return ReplyAddress(site, request_id, session if isinstance(session, str) else None,
+                        custom if isinstance(custom, str) else None)
 
 
 class _Reader:
