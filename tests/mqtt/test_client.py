@@ -311,6 +311,29 @@ def test_bad_payloads_are_counted_and_survived(
     assert client.stats()["dropped_oversized"] == 2
 
 
+def test_a_subscription_may_take_larger_payloads_and_answer_the_ones_over_its_own_limit(
+    broker: Broker, client_factory: Callable[..., MqttClient]
+) -> None:
+    """playBytes carries whole WAVs: its subscription takes more than the config's limit, and one
+    over even that is still answered (the sender waits for playFinished)."""
+    client = client_factory(broker, max_payload_bytes=1024)
+    got: list[int] = []
+    too_big: list[tuple[str, int]] = []
+    client.subscribe("audio/+", lambda topic, payload: got.append(len(payload)), max_payload_bytes=100_000,
+                     on_oversized=lambda topic, size: too_big.append((topic, size)))
+    client.subscribe("small", lambda topic, payload: got.append(-len(payload)))
+    assert client.wait_connected(20)
+    client.publish("audio/a", b"x")
+    wait_until(lambda: got == [1], what="the subscriptions")
+    raw_publish(broker, "audio/b", b"w" * 50_000)  # over the config's 1024, within the subscription's
+    raw_publish(broker, "audio/c", b"w" * 100_001)
+    raw_publish(broker, "small", b"s" * 2000)  # other subscriptions keep the config's limit
+    raw_publish(broker, "small", b"s" * 10)
+    wait_until(lambda: got == [1, 50_000, -10], what="the payloads within their limits")
+    assert too_big == [("audio/c", 100_001)]
+    assert client.stats()["dropped_oversized"] == 2
+
+
 def test_the_log_paces_malformed_messages_per_subscription(
     broker: Broker, client_factory: Callable[..., MqttClient], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -27,6 +27,8 @@ from voiced.mqtt.hermes import play_bytes_topic
 _T = np.arange(8000) / 16000
 SWEEP = np.round(0.5 * 32767 * np.sin(2 * np.pi * (300 + 900 * _T) * _T)).astype("<i2")
 """0.5 s sweeping up from 300 Hz, loud enough that 40 % of it is far from rounding."""
+READING = "roots_19_morris_0269.wav"
+"""A hifitts reading (2.7 s, 16 kHz): a WAV of 86 KB."""
 
 
 def _state(sub, topic: str) -> str:
@@ -49,6 +51,7 @@ def test_home_assistant_switches_the_microphone_off_and_turns_the_volume_down_an
     discovery = subscriber_factory(broker, "homeassistant/#")
     states = subscriber_factory(broker, "voiced/den/#")
     hotwords = subscriber_factory(broker, "hermes/hotword/#")
+    finished = subscriber_factory(broker, "hermes/audioServer/den/playFinished")
     speaker = tmp_path / "speaker.raw"
 
     def heard_said(sat, audio: np.ndarray) -> None:
@@ -85,6 +88,17 @@ def test_home_assistant_switches_the_microphone_off_and_turns_the_volume_down_an
         played = np.frombuffer(speaker.read_bytes(), "<i2").astype(np.int32)
         start, expected = int(np.argmax(np.abs(played) > 0)), np.round(SWEEP[1:] * 0.4)  # SWEEP[0] is 0
         assert np.abs(played[start:start + len(expected)] - expected).max() <= 1
+        # a WAV of real speech over max_payload_bytes (64 KB: 2 s here) plays whole and is answered
+        reading = read_wav(speech / "hifitts_6097_5min" / "audio" / READING)[0][:, 0]
+        write_wav(tmp_path / "reading.wav", reading, 16000)
+        reading_wav = (tmp_path / "reading.wav").read_bytes()
+        assert len(reading_wav) > 65536
+        before = speaker.stat().st_size
+        raw_publish(broker, play_bytes_topic("den", "reading"), reading_wav)
+        finished.wait_count(2)
+        wait_until(lambda: speaker.stat().st_size - before >= 2 * len(reading), timeout=30,
+                   what="every sample of the reading played")
+        assert [json.loads(p)["id"] for p in finished.payloads()] == ["sweep", "reading"]
         # garbage on the command topics is counted and ignored
         raw_publish(broker, "voiced/den/volume/set", b"loud")
         raw_publish(broker, "voiced/den/volume/set", b"140")

@@ -134,7 +134,8 @@ class HermesAdapter:
             if self.core.models.voice is not None:
                 c.subscribe(hermes.Topic.TTS_SAY, self._on_say)
                 c.subscribe(self.discovery.topics.say, self._on_notify)
-            c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes)
+            c.subscribe(f"hermes/audioServer/{self.site_id}/playBytes/+", self._on_play_bytes,
+                        max_payload_bytes=self.config.mqtt.max_audio_bytes, on_oversized=self._on_play_too_big)
             c.subscribe(self.discovery.topics.volume_set, self._on_volume_set)
             c.subscribe(self.discovery.topics.stop, self._on_stop)
         c.subscribe(self.discovery.topics.microphone_set, self._on_microphone_set)
@@ -348,6 +349,12 @@ class HermesAdapter:
         if hermes.for_site(say, self.site_id):
             # bad text is not an exception: the request finishes FAILED and still gets sayFinished
             self.core.say(say.text, volume=say.volume if say.volume is not None else 1.0, request_id=say.id, tag=say)
+
+    def _on_play_too_big(self, topic: str, size: int) -> None:
+        """Not played, but answered: the sender waits for playFinished (the id is in the topic)."""
+        site_request = hermes.site_and_request_from_play_bytes(topic)
+        if site_request is not None:
+            self._publish(hermes.play_finished(*site_request))
 
     def _on_play_bytes(self, topic: str, payload: bytes) -> None:
         site_request = hermes.site_and_request_from_play_bytes(topic)

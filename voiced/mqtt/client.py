@@ -29,6 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -51,6 +52,15 @@ Raise MalformedMessage for a payload that is not valid; any exception is logged 
 
 QOS = 1
 """Every message, both ways: at least once, and the broker's PUBACK ends our responsibility."""
+
+
+@dataclass(frozen=True)
+class _Subscription:
+    topic_filter: str
+    handler: Handler
+    max_payload_bytes: int | None
+    """None: the config's ``max_payload_bytes``."""
+    on_oversized: Callable[[str, int], None] | None
 
 
 class MqttClient:
@@ -84,7 +94,7 @@ class MqttClient:
         """paho message id → counted as published, for messages sent past the outbox (the birth
         message: not counted; ``publish_state``: counted) and not yet acknowledged."""
         self._last_handed = 0
-        self._handlers: list[tuple[str, Handler]] = []
+        self._handlers: list[_Subscription] = []
         self._listeners: list[Callable[[], None]] = []
         self._counts = dict.fromkeys(
             (
@@ -207,12 +217,17 @@ class MqttClient:
                 return False
         return self._paho.publish(topic, data, qos=0).rc == mqtt.MQTT_ERR_SUCCESS
 
-    def subscribe(self, topic_filter: str, handler: Handler) -> None:
-        """Call ``handler`` for every message matching ``topic_filter``, now and after reconnects."""
+    def subscribe(self, topic_filter: str, handler: Handler, max_payload_bytes: int | None = None,
+                  on_oversized: Callable[[str, int], None] | None = None) -> None:
+        """Call ``handler`` for every message matching ``topic_filter``, now and after reconnects.
+
+        A payload over ``max_payload_bytes`` (default: the config's) is dropped, logged and counted;
+        ``on_oversized(topic, size)`` may still answer its sender (e.g. from an id in the topic).
+        """
         if not _is_filter(topic_filter):
             raise ValueError(f"{topic_filter!r} is not a topic filter")
         with self._cond:
-            self._handlers.append((topic_filter, handler))
+            self._handlers.append(_Subscription(topic_filter, handler, max_payload_bytes, on_oversized))
             subscribe_now = self._connected
         if subscribe_now:
             self._paho.subscribe(topic_filter, qos=QOS)
@@ -366,7 +381,7 @@ class MqttClient:
                 self._counts["connects"] += 1
                 if self._counts["connects"] > 1:
                     self._counts["reconnects"] += 1
-                filters = list(dict.fromkeys(f for f, _ in self._handlers))
+                filters = list(dict.fromkeys(sub.topic_filter for sub in self._handlers))
                 listeners = list(self._listeners)
             # Subscriptions go out before any outbox message, so we hear our own messages too.
             for topic_filter in filters:
@@ -431,14 +446,18 @@ class MqttClient:
     def _dispatch(self, topic: str, payload: bytes) -> None:
         with self._cond:
             self._counts["received"] += 1
-            handlers = [(f, h) for f, h in self._handlers if mqtt.topic_matches_sub(f, topic)]
-        if len(payload) > self.config.max_payload_bytes:
-            n = self._count("dropped_oversized")
-            log.log(sparse_level(n, first=10), "dropped a %d-byte message on %s: over max_payload_bytes (%d so far)",
-                    len(payload), topic, n)
-            return
-        for topic_filter, handler in handlers:
+            subs = [sub for sub in self._handlers if mqtt.topic_matches_sub(sub.topic_filter, topic)]
+        for sub in subs:
+            topic_filter, handler = sub.topic_filter, sub.handler
             try:
+                limit = sub.max_payload_bytes or self.config.max_payload_bytes
+                if len(payload) > limit:
+                    n = self._count("dropped_oversized")
+                    log.log(sparse_level(n, first=10), "dropped a %d-byte message on %s: over its %d-byte limit "
+                            "(%d so far)", len(payload), topic, limit, n)
+                    if sub.on_oversized is not None:
+                        sub.on_oversized(topic, len(payload))
+                    continue
                 handler(topic, payload)
             except MalformedMessage as exc:
                 n = self._count("malformed")

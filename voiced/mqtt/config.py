@@ -41,7 +41,10 @@ class MqttConfig:
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     """Delays between reconnect attempts."""
     max_payload_bytes: int = 65536
-    """Larger payloads are dropped, both ways, and counted."""
+    """Larger payloads are dropped, both ways, and counted (but for ``max_audio_bytes``)."""
+    max_audio_bytes: int = 8_388_608
+    """Largest WAV taken on ``hermes/audioServer/<siteId>/playBytes/<id>`` (8 MiB: ~3 min of
+    22 kHz mono); a larger one is dropped, counted and answered with ``playFinished``."""
     max_inflight: int = 20
     """Outbox messages sent and not yet acknowledged, at most."""
 
@@ -56,6 +59,8 @@ class MqttConfig:
             raise ConfigError("mqtt.availability_topic", f"must be a topic without wildcards, got {self.availability_topic!r}")
         if self.max_payload_bytes < 1:
             raise ConfigError("mqtt.max_payload_bytes", f"must be >= 1, got {self.max_payload_bytes}")
+        if self.max_audio_bytes < 1:
+            raise ConfigError("mqtt.max_audio_bytes", f"must be >= 1, got {self.max_audio_bytes}")
         if not 1 <= self.max_inflight <= 1000:
             raise ConfigError("mqtt.max_inflight", f"must be within 1..1000, got {self.max_inflight}")
         if (self.cert_file is None) != (self.key_file is None):
