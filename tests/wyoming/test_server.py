@@ -66,6 +66,7 @@ name = ["kitchen light", "porch light"]
 voice = "{joe_voice_path()}"
 noise_scale = 0.0
 noise_w = 0.0
+max_text_chars = 300
 [wake]
 directory = "{models / 'openwakeword'}"
 models = ["alexa_v0.1"]
@@ -434,6 +435,37 @@ def test_a_streamed_markdown_reply_is_said_as_its_plain_words(daemon) -> None:
     marked = _streamed_reply(daemon, "Here you go.\n- **Kitchen** is on\n- Hall is *off* 💡\n```\n🙂")
     plain = _streamed_reply(daemon, "Here you go.\nKitchen is on.\nHall is off.\n")
     assert len(plain) > 22050 and np.array_equal(marked, plain)
+
+
+@pytest.mark.shared
+def test_a_streamed_reply_without_sentence_ends_is_said_whole_in_pieces_the_voice_takes(daemon) -> None:
+    """An LLM's reply with no punctuation for more than ``max_text_chars`` (300 here) used to be
+    refused at every later chunk and at synthesize-stop, which then never came: Home Assistant
+    waited for it. Now it is cut at the last space before the limit and every word is said."""
+    words = "the kitchen light is on and the hall light is off and the porch light is on"
+    reply = " ".join([words] * 9)  # 692 characters, no sentence end
+    cuts = [reply[:reply.rfind(" ", 1, 301)]]
+    rest = reply[len(cuts[0]):].lstrip()
+    cuts.append(rest[:rest.rfind(" ", 1, 301)])
+    cuts.append(rest[len(cuts[1]):].lstrip())
+    assert all(len(c) <= 300 for c in cuts) and " ".join(cuts) == reply
+    assert np.array_equal(_streamed_reply(daemon, reply), _streamed_reply(daemon, "\n".join(cuts)))
+
+
+@pytest.mark.shared
+def test_a_second_synthesize_start_ends_the_streamed_answer_before_it(daemon) -> None:
+    events = _answers(_raw(daemon, _headers(
+        {"type": "synthesize-start"},
+        {"type": "synthesize-chunk", "data": {"text": "Hello there. And then"}},
+        {"type": "synthesize-start"},
+        {"type": "synthesize-chunk", "data": {"text": "Goodbye."}},
+        {"type": "synthesize-stop"},
+    )))
+    types = [e.type for e in events]
+    assert "error" not in types and types.count("synthesize-stopped") == 2, types
+    stopped = types.index("synthesize-stopped")
+    for reply in (types[:stopped], types[stopped + 1:-1]):  # each answer whole: start, chunks, stop
+        assert reply[0] == "audio-start" and reply[-1] == "audio-stop" and set(reply[1:-1]) == {"audio-chunk"}, types
 
 
 @pytest.mark.shared

@@ -69,6 +69,10 @@ class _BadRequest(VoicedError):
     """Event data we cannot serve: answered with an ``error`` event."""
 
 
+_BAD_EVENT = (_BadRequest, VoicedError, KeyError, TypeError, ValueError, AttributeError)
+"""What handling an event with unexpected data raises: answered with ``error``, the connection goes on."""
+
+
 class Connection:
     def __init__(self, server: WyomingServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.server = server
@@ -98,12 +102,15 @@ class Connection:
                 return
             try:
                 await self.handle(event)
-            except (_BadRequest, VoicedError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                # the event was well framed but its data is not what its type needs
-                self.server.counters.add("wyoming_bad_events")
-                n = self.server.counters.get("wyoming_bad_events")
-                log.log(sparse_level(n, first=10), "wyoming: bad %s event: %s (%d so far)", event.type, exc, n)
-                await self.send(Error(text=f"{event.type}: {exc}", code="bad-request").event())
+            except _BAD_EVENT as exc:
+                await self._answer_bad(event.type, exc)
+
+    async def _answer_bad(self, event_type: str, exc: Exception) -> None:
+        """The event was well framed but its data is not what its type needs: an ``error`` event."""
+        self.server.counters.add("wyoming_bad_events")
+        n = self.server.counters.get("wyoming_bad_events")
+        log.log(sparse_level(n, first=10), "wyoming: bad %s event: %s (%d so far)", event_type, exc, n)
+        await self.send(Error(text=f"{event_type}: {exc}", code="bad-request").event())
 
     async def send(self, event: Event) -> None:
         async with self._send_lock:
@@ -168,6 +175,10 @@ class Connection:
                 await self._speak([_text(data)])
         elif t == EventType.SYNTHESIZE_START:
             self._need_voice()
+            if self._sentences is not None:  # a new answer ends the one before: its reader stops waiting
+                log.debug("wyoming: synthesize-start before synthesize-stop: the earlier text is dropped")
+                self._sentences = None
+                await self._end_stream()
             self._options = self._synthesis_options(data)
             self._sentences = SentenceBuffer(self.models.config.tts.max_text_chars)
             self._tts_started = False
@@ -179,7 +190,10 @@ class Connection:
             if self._sentences is None:
                 raise _BadRequest("synthesize-stop without synthesize-start")
             rest, self._sentences = self._sentences.rest(), None
-            await self._speak(rest, stream=True, last=True)
+            try:
+                await self._speak(rest, stream=True, last=True)
+            except _BAD_EVENT as exc:  # said before synthesize-stopped: Home Assistant reads up to it
+                await self._answer_bad(t, exc)
             await self.send(SynthesizeStopped().event())
         elif t == EventType.RECOGNIZE:
             await self._recognize(_text(data))
@@ -300,8 +314,9 @@ class Connection:
                                                  channels=chunk.channels,
                                                  audio=np.ascontiguousarray(chunk.samples, "<i2").tobytes()).event())
         except Exception:
-            if not stream or last:  # the request ends with the error: the next one must send its own audio-start
+            if (not stream or last) and self._tts_started:  # the request ends with the error: audio ends too
                 self._tts_started = False
+                await self.send(AudioStop().event())
             raise
         if not stream or last:
             if not self._tts_started:  # nothing to say: still a well-formed, empty answer
@@ -309,6 +324,13 @@ class Connection:
             await self.send(AudioStop().event())
             self._tts_started = False
             self.server.counters.add("wyoming_syntheses")
+
+    async def _end_stream(self) -> None:
+        """A streamed answer ends without its rest: audio-stop (if audio began) and synthesize-stopped."""
+        if self._tts_started:
+            self._tts_started = False
+            await self.send(AudioStop().event())
+        await self.send(SynthesizeStopped().event())
 
     # -- intents ------------------------------------------------------------------------------
 

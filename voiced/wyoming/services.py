@@ -143,16 +143,23 @@ class SentenceBuffer:
         self._max = max_chars
 
     def add(self, text: str) -> list[str]:
+        """The sentences ``text`` completes. A run of ``max_chars`` with no sentence end (an LLM's
+        reply without punctuation) is cut at its last space and spoken, not refused: nothing is lost,
+        and no piece is longer than the voice takes."""
         self._text += text
-        if len(self._text) > self._max:
-            raise AudioError(f"streamed text over {self._max} characters")
+        done: list[str] = []
         last = None
         for match in _SENTENCE_END.finditer(self._text):
             last = match
-        if last is None:
-            return []
-        done, self._text = self._text[:last.end()], self._text[last.end():]
-        return [done.strip()] if done.strip() else []
+        if last is not None:
+            done.append(self._text[:last.end()].strip())
+            self._text = self._text[last.end():]
+        while len(self._text) > self._max:
+            cut = self._text.rfind(" ", 1, self._max + 1)
+            cut = cut if cut > 0 else self._max
+            done.append(self._text[:cut].strip())
+            self._text = self._text[cut:].lstrip()
+        return [d for d in done if d]
 
     def rest(self) -> list[str]:
         done, self._text = self._text.strip(), ""
