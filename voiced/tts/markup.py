@@ -34,7 +34,7 @@ _TABLE_RULE = re.compile(r"^[ \t]*(?:\|[ \t]*)?:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}
 # Spans are bounded (500 characters of marked text, 2,000 of address), and a run of blanks is
 # tried from its start only, so that text full of unpaired marks or blanks costs linear time.
 _IMAGE = re.compile(r"!\[([^\]\n]{0,500})\]\([^)\n]{0,2000}\)")
-_LINK = re.compile(r"\[([^\]\n]{1,500})\]\([^)\n]{0,2000}\)")
+_LINK = re.compile(r"\[([^\]\n]{0,500})\]\([^)\n]{0,2000}\)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
 _BLOCK_MARK = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:#{1,6}[ \t]+|[-*+•◦‣▪][ \t]+)(?=\S)", re.MULTILINE)
 _QUOTE_MARK = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
@@ -46,7 +46,9 @@ _UNDERSCORE_EMPHASIS = re.compile(r"(?<![\w_])_(?=[^\s_])([^_\n]{0,500}?[^\s_])_
 _STRIKE = re.compile(r"~~(?=\S)([^\n]{1,500}?)(?<=\S)~~")
 _LEFTOVER = re.compile(r"\*\*+|__+|~~+|`+|(?<=\w)\*(?!\w)|(?<!\w)\*(?=\w)")
 _SPACES = re.compile(r"[ \t]{2,}")
-_TAG = re.compile(r"(?<![ \t])([ \t]*)</?([A-Za-z][\w:.-]{0,30})(?:\s[^<>\n]{0,500})?/?>")
+# Attributes are name=value pairs, as SSML's and an LLM's HTML have them: "if a<b and c>d" is no tag.
+_TAG = re.compile(r"(?<![ \t])([ \t]*)</?([A-Za-z][\w:.-]{0,30})"
+                  r"""(?:\s+[\w:.-]{1,40}\s*=\s*(?:"[^"\n]{0,500}"|'[^'\n]{0,500}'|[^\s<>"'=]{1,200})){0,20}\s*/?>""")
 _ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});")
 _PAUSE_TAGS = frozenset({"break", "br"})
 _END_TAGS = frozenset({"p", "s", "li", "div", "paragraph", "sentence", "tr", "h1", "h2", "h3", "h4", "h5", "h6"})
