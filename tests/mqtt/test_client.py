@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -332,6 +333,26 @@ def test_a_subscription_may_take_larger_payloads_and_answer_the_ones_over_its_ow
     wait_until(lambda: got == [1, 50_000, -10], what="the payloads within their limits")
     assert too_big == [("audio/c", 100_001)]
     assert client.stats()["dropped_oversized"] == 2
+
+
+def test_two_clients_with_one_client_id_are_told_about(
+    broker: Broker, client_factory: Callable[..., MqttClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Satellites cloned from one image share a host name: with one client id the broker drops the
+    older connection each time the other connects, for ever. The log says why."""
+    with caplog.at_level(logging.WARNING, logger="voiced.mqtt.client"):
+        first = client_factory(broker, client_id="voiced-raspberrypi", outbox="a.sqlite")
+        second = client_factory(broker, client_id="voiced-raspberrypi", outbox="b.sqlite")
+        wait_until(lambda: "another client using client id 'voiced-raspberrypi'" in caplog.text, timeout=60,
+                   what="the warning")
+    assert first.stats()["reconnects"] + second.stats()["reconnects"] >= 3
+
+
+def test_the_daemon_s_default_client_id_carries_its_site() -> None:
+    config = MqttConfig()
+    assert config.for_site("kitchen").client_id == f"voiced-{socket.gethostname()}-kitchen"
+    assert config.for_site("kitchen").for_site("den").client_id.endswith("-kitchen")  # set once, then kept
+    assert MqttConfig(client_id="mine").for_site("kitchen").client_id == "mine"
 
 
 def test_the_log_paces_malformed_messages_per_subscription(

@@ -52,6 +52,10 @@ Raise MalformedMessage for a payload that is not valid; any exception is logged 
 
 QOS = 1
 """Every message, both ways: at least once, and the broker's PUBACK ends our responsibility."""
+BRIEF_S = 5.0
+"""A connection the broker ends sooner than this after accepting it counts as brief."""
+BRIEF_IN_A_ROW = 3
+"""This many brief connections in a row: most likely another client holds the same client id."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,9 @@ class MqttClient:
         """paho message id → counted as published, for messages sent past the outbox (the birth
         message: not counted; ``publish_state``: counted) and not yet acknowledged."""
         self._last_handed = 0
+        self._connected_at = 0.0
+        self._brief = 0
+        """Connections in a row the broker ended within ``BRIEF_S``."""
         self._handlers: list[_Subscription] = []
         self._listeners: list[Callable[[], None]] = []
         self._counts = dict.fromkeys(
@@ -378,6 +385,7 @@ class MqttClient:
                 self._last_handed = 0
                 self._generation += 1
                 self._connected = True
+                self._connected_at = time.monotonic()
                 self._counts["connects"] += 1
                 if self._counts["connects"] > 1:
                     self._counts["reconnects"] += 1
@@ -416,6 +424,13 @@ class MqttClient:
         delay = self._next_delay()
         log.log(logging.WARNING if was_connected else logging.DEBUG,
                 "disconnected from %s:%d (%s); retrying in %.2f s", self.config.host, self.config.port, reason, delay)
+        if was_connected:
+            self._brief = self._brief + 1 if time.monotonic() - self._connected_at < BRIEF_S else 0
+            if self._brief >= BRIEF_IN_A_ROW:
+                # A broker drops the older of two clients with one id: both then reconnect, for ever.
+                log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1),"the broker ended %d connections in a row within %.0f s of accepting them: is another "
+                            "client using client id %r (devices cloned from one image share a host name)? "
+                            "Set [mqtt] client_id", self._brief, BRIEF_S, self.config.resolved_client_id)
 
     def _next_delay(self) -> float:
         # Called before each of paho's reconnect waits: the wait is then exactly our delay.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from voiced.errors import ConfigError
@@ -33,7 +33,7 @@ class MqttConfig:
     key_file: str | None = None
     """Private key of ``cert_file``."""
     client_id: str = ""
-    """MQTT client id; empty: ``voiced-<hostname>``."""
+    """MQTT client id; empty: ``voiced-<hostname>-<siteId>`` (the daemon's; ``voiced-<hostname>`` elsewhere)."""
     keepalive: int = 30
     """Seconds between keepalive pings; the broker declares us gone (last will) after 1.5×."""
     availability_topic: str = "voiced/default/availability"
@@ -79,6 +79,11 @@ class MqttConfig:
     @property
     def resolved_client_id(self) -> str:
         return self.client_id or f"voiced-{socket.gethostname()}"
+
+    def for_site(self, site_id: str) -> MqttConfig:
+        """With the site in the default client id: satellites cloned from one image share a host
+        name ("raspberrypi"), and the broker lets only one client hold an id."""
+        return self if self.client_id else replace(self, client_id=f"voiced-{socket.gethostname()}-{site_id}")
 
     def read_password(self) -> str | None:
         """The password from ``password_file`` (one trailing newline and a byte-order mark removed: what
