@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,18 @@ def test_wav_to_chunk_downmixes_and_rejects_garbage(tmp_path: Path) -> None:
     assert chunk.channels == 1 and chunk.sample_rate == 16000 and np.all(chunk.samples == 2000)
     with pytest.raises(AudioError, match="not a RIFF/WAVE file"):
         wav_to_chunk(b"not a wav file")
+
+
+def test_a_wav_from_the_network_is_read_in_memory_and_named_by_its_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It went through a temporary file: a full or read-only /tmp lost it (an OSError, unanswered),
+    and errors named voiced-play-XXXX.wav instead of the request."""
+    write_wav(tmp_path / "x.wav", np.full(100, 1000, np.int16), 16000)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "no such directory"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    assert np.all(wav_to_chunk((tmp_path / "x.wav").read_bytes(), "playBytes r1").samples == 1000)
+    with pytest.raises(AudioError, match="^playBytes r7: "):
+        wav_to_chunk(b"RIFF\x00\x00", "playBytes r7")
 
 
 def test_run_as_a_supervised_stage(voice: PiperVoice) -> None:

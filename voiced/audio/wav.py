@@ -9,6 +9,7 @@ when a recording was cut short. Samples come out as float32 in [-1, 1], shaped
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import struct
@@ -94,10 +95,11 @@ class WavReader:
     ...         ...  # float32, shape (<=1600, wav.info.channels)
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], data: bytes | None = None) -> None:
+        """``data``: the file's bytes, already in memory (an MQTT payload); ``path`` then only names it."""
         self.path = str(path)
         try:
-            self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+            self._file: BinaryIO = open(path, "rb") if data is None else io.BytesIO(data)  # noqa: SIM115
         except OSError as e:
             raise AudioError(f"{self.path}: cannot open: {e.strerror or e}") from e
         try:
@@ -140,9 +142,10 @@ class WavReader:
         self.close()
 
 
-def read_wav(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
-    """Read a whole WAV file: float32 samples in [-1, 1] shaped (frames, channels), and the rate."""
-    with WavReader(path) as wav:
+def read_wav(path: str | os.PathLike[str], data: bytes | None = None) -> tuple[np.ndarray, int]:
+    """Read a whole WAV file (or its ``data``, named ``path``): float32 samples in [-1, 1] shaped
+    (frames, channels), and the rate."""
+    with WavReader(path, data) as wav:
         return wav.read(), wav.info.rate
 
 
@@ -190,7 +193,8 @@ def _parse_header(f: BinaryIO, path: str) -> WavInfo:
     def fail(problem: str) -> AudioError:
         return AudioError(f"{path}: {problem}")
 
-    file_size = os.fstat(f.fileno()).st_size
+    file_size = f.seek(0, os.SEEK_END)  # a file or the bytes of one (BytesIO has no fileno)
+    f.seek(0)
     head = f.read(12)
     if len(head) < 12:
         raise fail(f"too short for a WAV header ({file_size} bytes)")

@@ -362,9 +362,9 @@ class HermesAdapter:
             return
         site, request_id = site_request
         try:
-            chunk = wav_to_chunk(payload)
+            chunk = wav_to_chunk(payload, f"playBytes {request_id}")
         except AudioError as exc:
-            log.warning("playBytes %s: %s", request_id, exc)
+            log.warning("%s", exc)
             self.core.counters.add("malformed_play_bytes")
             self._publish(hermes.play_finished(site, request_id))
             return

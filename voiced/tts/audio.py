@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,24 +77,19 @@ def float_to_int16(audio: np.ndarray, peak: float | None = None, volume: float =
     return np.clip(y * MAX_WAV_VALUE, -MAX_WAV_VALUE, MAX_WAV_VALUE).astype(np.int16)
 
 
-def wav_to_chunk(data: bytes) -> AudioChunk:
-    """A WAV file's bytes (hermes ``playBytes``) as one mono chunk; AudioError if it is not a usable WAV.
-
-    Any layout :func:`~voiced.audio.wav.read_wav` reads is accepted; channels are averaged.
-    """
-    # read_wav parses files; a private temporary file keeps one WAV parser in the code base.
-    fd, name = tempfile.mkstemp(suffix=".wav", prefix="voiced-play-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return wav_file_to_chunk(name)
-    finally:
-        os.unlink(name)
+def wav_to_chunk(data: bytes, name: str = "WAV") -> AudioChunk:
+    """A WAV file's bytes (hermes ``playBytes``) as one mono chunk; AudioError naming ``name`` if it
+    is not a usable WAV. Any layout :func:`~voiced.audio.wav.read_wav` reads is accepted; channels
+    are averaged. Read in memory: a full or read-only disk plays it all the same."""
+    return _to_chunk(*read_wav(name, data))
 
 
 def wav_file_to_chunk(path: str | os.PathLike[str]) -> AudioChunk:
     """A WAV file as one mono chunk (channels averaged); AudioError naming the file if it is not a usable WAV."""
-    samples, rate = read_wav(path)
+    return _to_chunk(*read_wav(path))
+
+
+def _to_chunk(samples: np.ndarray, rate: int) -> AudioChunk:
     mono = to_mono(samples)
     pcm = np.clip(np.round(mono * 32768.0), -32768, 32767).astype(np.int16)
     return AudioChunk(pcm, rate)
