@@ -86,7 +86,8 @@ def test_say_reads_stdin(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureF
     (["   "], "text is empty"),
     (["..."], "nothing to speak"),
     (["--speaker", "bob", "Hi."], None),  # single-speaker voice: ignored, as in Piper (and said: below)
-    (["--volume", "7", "Hi."], "volume"),
+    (["--volume", "7", "Hi."], "voiced: --volume: must be within"),  # the option, as typed
+    (["--length-scale", "0", "Hi."], "voiced: --length-scale: must be within"),
 ])
 def test_say_errors_are_messages_not_tracebacks(id_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 args: list[str], message: str | None) -> None:

@@ -91,8 +91,11 @@ def cmd_say(args: argparse.Namespace) -> int:
     speaker: int | str | None = args.speaker
     if isinstance(speaker, str) and speaker.isdigit():
         speaker = int(speaker)
-    options = SynthesisOptions(speaker=speaker, length_scale=args.length_scale, noise_scale=args.noise_scale,
-                               noise_w=args.noise_w, volume=args.volume, sentence_silence=args.sentence_silence)
+    try:
+        options = SynthesisOptions(speaker=speaker, length_scale=args.length_scale, noise_scale=args.noise_scale,
+                                   noise_w=args.noise_w, volume=args.volume, sentence_silence=args.sentence_silence)
+    except ConfigError as exc:  # named as the user wrote it: --length-scale, not length_scale
+        raise ConfigError(f"--{exc.key.replace('_', '-')}", exc.problem) from None
     started = time.perf_counter()
     # The voice's optimized graph is kept: the next ``say`` loads it in ~0.16 s instead of ~0.75 s.
     session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
