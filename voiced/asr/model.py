@@ -19,6 +19,7 @@ import numpy as np
 
 from voiced.asr.tokens import SymbolTable
 from voiced.errors import ModelError
+from voiced.models.manifest import validated_choice
 from voiced.runtime.hugepages import advise_huge_pages
 from voiced.runtime.onnx import SessionOptions, create_session
 
@@ -61,12 +62,8 @@ class ModelFiles:
                 raise ModelError(f"ASR model {directory}: {whisper[0].name} is a Whisper export's, but "
                                  f"{name}-tokens.txt is missing")
             raise ModelError(f"ASR model {directory}: tokens.txt is missing")
-        return cls(
-            encoder=_pick(directory, "encoder"),
-            decoder=_pick(directory, "decoder"),
-            joiner=_pick(directory, "joiner"),
-            tokens=tokens,
-        )
+        encoder, decoder, joiner = validated_choice([_pick(directory, part) for part in ("encoder", "decoder", "joiner")])
+        return cls(encoder=encoder, decoder=decoder, joiner=joiner, tokens=tokens)
 
 
 def _pick(directory: Path, part: str) -> Path:

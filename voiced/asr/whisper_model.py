@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from voiced.errors import ModelError
+from voiced.models.manifest import validated_choice
 from voiced.runtime.onnx import SessionOptions, arena_release, create_session
 
 if TYPE_CHECKING:
@@ -79,7 +80,8 @@ class WhisperFiles:
         for part, path in (("encoder", encoder), ("decoder", decoder)):
             if path is None:
                 raise ModelError(f"Whisper model {directory}: NAME-{part}.onnx (or .int8.onnx) is missing")
-        return cls(encoder=encoder, decoder=decoder, tokens=tokens[0])  # type: ignore[arg-type]
+        encoder, decoder = validated_choice([encoder, decoder])  # type: ignore[list-item]
+        return cls(encoder=encoder, decoder=decoder, tokens=tokens[0])
 
 
 def _meta_int(meta: dict[str, str], key: str, path: Path) -> int:

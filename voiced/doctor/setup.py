@@ -157,6 +157,12 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
         except VoicedError as exc:
             return Check(key, CheckStatus.FAIL, str(exc), fix)
         notes.append("loads")
+    from voiced.models.manifest import failed_validation
+
+    why = failed_validation(path)  # left for inspection, loaded only when no FP32 files are beside it
+    if why is not None:
+        return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [f"failed validation ({why})"]),
+                     "quantize it again with more or better --audio, or delete it and its manifest")
     return Check(key, CheckStatus.OK, f"{path} " + (", ".join(notes) or "exists"))
 
 

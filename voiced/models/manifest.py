@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -35,8 +35,10 @@ __all__ = [
     "Manifest",
     "ManifestStatus",
     "Trust",
+    "failed_validation",
     "manifest_path",
     "sha256_file",
+    "validated_choice",
     "verify_model_file",
     "verify_model_files",
 ]
@@ -118,6 +120,8 @@ class Manifest:
                 created=str(data.get("created", "")),
                 format=str(data.get("format", "")),
             )
+        except ModelError as exc:  # the format tag or the checksum: say which manifest
+            raise ModelError(f"{origin}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{origin}: not a voiced-quantize manifest ({exc!r})") from None
 
@@ -220,10 +224,47 @@ def verify_model_file(path: str | Path, *, use_cache: bool = True) -> ManifestSt
             "the file is corrupt or was modified: refusing to load it (reinstall or re-quantize it)"
         )
     log.debug("%s: sha256 %s matches %s", path, actual, record)
-    if manifest is not None and manifest.validation.get("passed") is False:
-        failures = "; ".join(map(str, manifest.validation.get("failures", []))) or "see the manifest"
-        log.warning("%s: intact, but it failed validation when it was quantized (%s)", path, failures)
+    if manifest is not None and (why := _failures(manifest)) is not None:
+        log.warning("%s: intact, but it failed validation when it was quantized (%s)", path, why)
     return ManifestStatus(path, Trust.VERIFIED, actual, record, manifest)
+
+
+def _failures(manifest: Manifest) -> str | None:
+    """Why the model failed validation when it was quantized; None if it passed or nothing says."""
+    if manifest.validation.get("passed") is not False:
+        return None
+    failures = manifest.validation.get("failures")
+    if isinstance(failures, list) and failures:  # a hand-edited manifest may hold anything here
+        return "; ".join(map(str, failures))
+    return str(failures) if failures else "see the manifest"
+
+
+def failed_validation(path: str | Path) -> str | None:
+    """Why the INT8 file ``path`` failed validation when it was quantized, from the manifest beside
+    it; None when it passed, has no manifest, or the manifest cannot be read (loading says so)."""
+    mpath = manifest_path(path)
+    try:
+        return _failures(Manifest.load(mpath)) if mpath.is_file() else None
+    except ModelError:
+        return None
+
+
+def validated_choice(paths: Sequence[Path]) -> list[Path]:
+    """``paths``, one model's files as a directory finder picked them (INT8 preferred), or their
+    FP32 originals beside them when an INT8 one failed validation when it was quantized: that
+    model is kept for inspection, not loaded in place of the model it was made from."""
+    failed = [(p, why) for p in paths if ".int8." in p.name and (why := failed_validation(p)) is not None]
+    if not failed:
+        return list(paths)
+    originals = [p.with_name(p.name.replace(".int8.", ".")) for p in paths]
+    path, why = failed[0]
+    if all(o.is_file() for o in originals):
+        log.warning("%s failed validation when it was quantized (%s): loading the FP32 files beside it instead",
+                    path, why)
+        return originals
+    log.warning("%s failed validation when it was quantized (%s), and its FP32 files are not here: loading it",
+                path, why)
+    return list(paths)
 
 
 def verify_model_files(paths: Iterable[str | Path], *, use_cache: bool = True) -> list[ManifestStatus]:
@@ -236,7 +277,7 @@ def _find_record(path: Path) -> tuple[str | None, Path | None, Manifest | None]:
     mpath = manifest_path(path)
     # MODEL.onnx.json is also where others keep sidecars (a Piper voice's config): only a JSON
     # object that claims a manifest format is ours; anything else is not a record at all.
-    if mpath.is_file() and "format" in _read_json(mpath):
+    if mpath.is_file() and _claims_manifest(_read_json(mpath)):
         manifest = Manifest.load(mpath)
         if manifest.model != path.name:
             # A renamed model keeps its manifest's checksum; a mismatch in name alone is worth a note.
@@ -253,6 +294,12 @@ def _find_record(path: Path) -> tuple[str | None, Path | None, Manifest | None]:
                 return str(entry["sha256"]).lower(), rpath, None
             return None, None, None
     return None, None, None
+
+
+def _claims_manifest(data: Mapping[str, Any]) -> bool:
+    # A manifest with its format tag deleted still claims the model and its checksum: checked
+    # (and refused for the missing tag), not taken for someone else's sidecar and skipped.
+    return "format" in data or {"model", "sha256"} <= data.keys()
 
 
 def _read_json(path: Path) -> dict[str, Any]:
