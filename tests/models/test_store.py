@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import json
 import tarfile
 from pathlib import Path
@@ -133,3 +134,18 @@ def test_cli(tmp_path, capsys) -> None:
     assert main(["--store", store, "catalog"]) == 0 and "silero-vad-v5" in capsys.readouterr().out
     assert main(["--store", store, "remove", "asr-en"]) == 0
     assert not (tmp_path / "store" / "asr-en" / INSTALL_RECORD).exists()
+
+
+def test_a_store_that_is_a_file_is_named_not_a_traceback(tmp_path, capsys) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("not a store\n")
+    src = model_dir(tmp_path / "usb")
+    with pytest.raises(ModelError, match=re.escape(f"model store {afile}: not a directory")):
+        ModelStore(afile).install(src)
+    with pytest.raises(ModelError, match="not a directory"):
+        ModelStore(afile).list()  # not "no models installed"
+    with pytest.raises(ModelError, match=re.escape(f"cannot create the model store {afile / 'models'}: ")):
+        ModelStore(afile / "models").install(src)
+    for action in (["install", str(src)], ["list"], ["verify"]):
+        assert main(["--store", str(afile), *action]) == 1
+        assert capsys.readouterr().err == f"voiced models: --store: {afile} is not a directory\n"

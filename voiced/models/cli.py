@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from voiced.errors import VoicedError
+from voiced.errors import ConfigError, VoicedError
 
 __all__ = ["add_parser", "main"]
 
@@ -64,6 +64,9 @@ def _fill(p: argparse.ArgumentParser) -> None:
 def _store(args: argparse.Namespace):
     from voiced.models.store import ModelStore
 
+    if args.store is not None and args.store.exists() and not args.store.is_dir():
+        # named as typed, before any subcommand mistakes the file for an empty store
+        raise ConfigError("--store", f"{args.store} is not a directory")
     return ModelStore(args.store)
 
 

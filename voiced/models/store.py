@@ -97,7 +97,7 @@ class ModelStore:
 
     def list(self) -> list[InstalledModel]:
         """Installed models by name; a directory without a readable record is skipped with a warning."""
-        if not self.root.is_dir():
+        if not self._check_root():
             return []
         models = []
         for path in sorted(self.root.iterdir()):
@@ -160,6 +160,21 @@ class ModelStore:
 
     # -- install / remove -------------------------------------------------------------------
 
+    def _check_root(self) -> bool:
+        """True when the store exists; a file in its place is an error, not an empty store."""
+        if self.root.exists() and not self.root.is_dir():
+            raise ModelError(f"model store {self.root}: not a directory")
+        return self.root.is_dir()
+
+    def _make_root(self) -> None:
+        """Create the store; a file in the way or an unwritable parent is one line naming the path."""
+        if self._check_root():
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelError(f"cannot create the model store {self.root}: {exc.strerror or exc}") from None
+
     def install(self, source: str | Path, *, name: str | None = None, kind: ModelKind | None = None,
                 force: bool = False) -> InstalledModel:
         """Install a directory or a tarball (e.g. from a USB stick) under ``name``.
@@ -170,7 +185,7 @@ class ModelStore:
         source = Path(source)
         if not source.exists():
             raise ModelError(f"nothing to install at {source}: no such file or directory")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_root()
         with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
             staging = Path(tmp) / "model"
             if source.is_dir():
@@ -195,6 +210,7 @@ class ModelStore:
             )
         if (self.root / entry.name).exists() and not force:
             raise ModelError(f"{entry.name} is already installed in {self.root}; use --force to replace it")
+        self._make_root()
         cache = self.root / _DOWNLOADS / entry.name
         cache.mkdir(parents=True, exist_ok=True)
         seen: dict[str, str] = {}
@@ -206,7 +222,6 @@ class ModelStore:
             seen[f.path] = download(f.url, target, sha256=f.sha256, size=f.size, options=options)
             if not f.sha256:
                 log.warning("%s: no pinned checksum; recorded the downloaded file's sha256 %s", f.url, seen[f.path])
-        self.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
             staging = Path(tmp) / "model"
             staging.mkdir()
