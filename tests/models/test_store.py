@@ -149,3 +149,40 @@ def test_a_store_that_is_a_file_is_named_not_a_traceback(tmp_path, capsys) -> No
     for action in (["install", str(src)], ["list"], ["verify"]):
         assert main(["--store", str(afile), *action]) == 1
         assert capsys.readouterr().err == f"voiced models: --store: {afile} is not a directory\n"
+
+
+def test_a_source_holding_the_store_is_refused_before_copying(tmp_path, capsys) -> None:
+    mdir = model_dir(tmp_path, "mdir")
+    store = ModelStore(mdir / "store")  # `--store mdir/store install mdir`
+    with pytest.raises(ModelError, match=re.escape(f"{mdir}: contains the model store {store.root}")):
+        store.install(mdir)
+    store.install(model_dir(tmp_path / "usb"))
+    # `--store store3 install store3`: one line, no copy of the copy
+    assert main(["--store", str(store.root), "install", str(store.root)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"voiced models: {store.root}: contains the model store {store.root}; install from a directory outside it\n"
+    # a link inside the source that leads to the store
+    linked = model_dir(tmp_path / "usb", "linked")
+    (linked / "more").symlink_to(mdir)
+    with pytest.raises(ModelError, match=re.escape(f"{linked / 'more'}: contains the model store")):
+        store.install(linked)
+    with pytest.raises(ModelError, match=re.escape(f"{store.root / 'sherpa-test'}: is inside the model store")):
+        store.install(store.root / "sherpa-test", name="copy")
+    assert [m.name for m in store.list()] == ["sherpa-test"]
+    assert [p.name for p in store.root.iterdir()] == ["sherpa-test"]  # no staging left behind
+
+
+def test_a_dangling_link_or_a_link_loop_in_the_source_is_named(tmp_path, capsys) -> None:
+    src = model_dir(tmp_path / "usb")
+    store = ModelStore(tmp_path / "store")
+    (src / "tokens-old.txt").symlink_to(tmp_path / "gone.txt")
+    assert main(["--store", str(store.root), "install", str(src)]) == 1
+    assert capsys.readouterr().err == (f"voiced models: {src / 'tokens-old.txt'}: dangling symbolic link to"
+                                       f" {tmp_path / 'gone.txt'} (No such file or directory);"
+                                       " remove it or put its target in place\n")
+    (src / "tokens-old.txt").unlink()
+    (src / "again").symlink_to(src)  # copytree would follow it until the path is too long
+    with pytest.raises(ModelError, match=re.escape(f"{src / 'again'}: symbolic link loop")):
+        store.install(src)
+    (src / "again").unlink()
+    assert store.install(src).name == "sherpa-test"

@@ -189,7 +189,7 @@ class ModelStore:
         with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
             staging = Path(tmp) / "model"
             if source.is_dir():
-                shutil.copytree(source, staging, symlinks=False)
+                _copy_dir(source, staging, self.root)
                 default_name = source.resolve().name
             elif source.name.endswith(ARCHIVE_SUFFIXES):
                 top = _unpack(source, staging)
@@ -297,6 +297,56 @@ def _strip_suffix(filename: str) -> str:
         if filename.endswith(suffix):
             return filename[: -len(suffix)]
     return filename
+
+
+def _copy_dir(source: Path, dest: Path, store: Path) -> None:
+    """Copy a model directory (links followed) into ``dest``; whatever stops the copy is one line."""
+    _check_source(source, store)
+    try:
+        shutil.copytree(source, dest, symlinks=False)
+    except shutil.Error as exc:  # copytree gathers (src, dst, why) for every file it could not copy
+        errors = exc.args[0] if exc.args and isinstance(exc.args[0], list) else [(source, dest, exc)]
+        raise ModelError(f"{errors[0][0]}: cannot copy into the store ({errors[0][2]})") from None
+    except OSError as exc:
+        raise ModelError(f"{source}: cannot copy into the store ({exc})") from None
+
+
+def _check_source(source: Path, store: Path) -> None:
+    """Refuse, before a byte is copied, a source copytree would never finish or fail halfway in.
+
+    A source holding the store would be copied into its own staging directory, copy after
+    copy, until the path grows too long; a source inside the store is an installed model (or
+    a staging directory) that installs and clean-ups may change while it is read.
+    """
+    real, store = source.resolve(), store.resolve()
+    if store in real.parents:
+        raise ModelError(f"{source}: is inside the model store {store}; install from a copy outside it")
+    try:
+        st = real.stat()
+        _check_tree(source, store, ((st.st_dev, st.st_ino),))
+    except OSError as exc:
+        raise ModelError(f"{source}: cannot read ({exc})") from None
+
+
+def _check_tree(directory: Path, store: Path, chain: tuple[tuple[int, int], ...]) -> None:
+    """Check ``directory`` and below; ``chain`` holds (device, inode) of each directory above,
+    so a link back up (which copytree would follow forever) is caught."""
+    real = directory.resolve()
+    if real == store or real in store.parents:
+        raise ModelError(f"{directory}: contains the model store {store}; install from a directory outside it")
+    for child in sorted(directory.iterdir()):
+        if child.is_symlink():
+            try:
+                child.stat()
+            except OSError as exc:
+                raise ModelError(f"{child}: dangling symbolic link to {os.readlink(child)} ({exc.strerror});"
+                                 " remove it or put its target in place") from None
+        if not child.is_dir():
+            continue
+        st = child.stat()
+        if (st.st_dev, st.st_ino) in chain:
+            raise ModelError(f"{child}: symbolic link loop (back to {child.resolve()})")
+        _check_tree(child, store, (*chain, (st.st_dev, st.st_ino)))
 
 
 def _unpack(archive: Path, dest: Path, merge: bool = False) -> str | None:
