@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import io
-import re
 import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -186,3 +191,47 @@ def test_a_dangling_link_or_a_link_loop_in_the_source_is_named(tmp_path, capsys)
         store.install(src)
     (src / "again").unlink()
     assert store.install(src).name == "sherpa-test"
+
+
+def read_only_copy(src: Path, dest: Path) -> Path:
+    """``src`` copied to ``dest`` with the modes of a read-only share: r-x directories, r-- files."""
+    shutil.copytree(src, dest)
+    for path in sorted(dest.rglob("*"), reverse=True):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    dest.chmod(0o555)
+    return dest
+
+
+def test_a_read_only_source_installs_as_an_owner_writable_copy(tmp_path) -> None:
+    src = model_dir(tmp_path / "build")
+    (src / "int8").mkdir()
+    (src / "int8" / "encoder.int8.onnx").write_bytes(b"int8 weights" * 10)
+    src = read_only_copy(src, tmp_path / "usb" / "sherpa-ro")
+    model = ModelStore(tmp_path / "store").install(src)
+    assert (model.path / INSTALL_RECORD).is_file() and len(model.files) == 5
+    for path in (model.path, *model.path.rglob("*")):
+        want = stat.S_IRWXU if path.is_dir() else stat.S_IRUSR | stat.S_IWUSR
+        assert path.stat().st_mode & want == want, f"{path}: {stat.filemode(path.stat().st_mode)}"
+    assert stat.S_IMODE(src.stat().st_mode) == 0o555  # the source is left as it was
+
+
+def as_non_root(argv: list[str]) -> list[str]:
+    """``argv`` run without the capabilities that let root ignore file modes (as the tester did)."""
+    if os.geteuid() != 0:
+        return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root and setpriv (util-linux) is missing: cannot drop CAP_DAC_OVERRIDE")
+    caps = "-dac_override,-dac_read_search,-fowner"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--", *argv]
+
+
+def test_a_non_root_user_installs_and_removes_a_read_only_real_model(tmp_path, models) -> None:
+    src = read_only_copy(models / "silero_vad_v6", tmp_path / "share" / "silero_vad_v6")
+    voiced_models = [sys.executable, "-m", "voiced.models", "--store", str(tmp_path / "store")]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(as_non_root([*voiced_models, "install", str(src)]), capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("installed silero_vad_v6: 3 files")
+    done = subprocess.run(as_non_root([*voiced_models, "remove", "silero_vad_v6"]), capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr  # r-x directories could only be removed by root
+    assert list((tmp_path / "store").iterdir()) == []

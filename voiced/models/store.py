@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
@@ -309,6 +310,20 @@ def _copy_dir(source: Path, dest: Path, store: Path) -> None:
         raise ModelError(f"{errors[0][0]}: cannot copy into the store ({errors[0][2]})") from None
     except OSError as exc:
         raise ModelError(f"{source}: cannot copy into the store ({exc})") from None
+    _writable_modes(dest)
+
+
+def _writable_modes(tree: Path) -> None:
+    """Give a copied tree the modes an unpacked tarball gets (tarfile's ``data`` filter).
+
+    copytree keeps each mode, so a read-only source (a USB stick, /usr/share) made a store
+    copy whose directories are r-x: a non-root install could not write its install record
+    into it, and nobody but root could remove or replace it later.
+    """
+    for path in (tree, *tree.rglob("*")):
+        owner = stat.S_IRWXU if path.is_dir() else stat.S_IRUSR | stat.S_IWUSR
+        unsafe = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH
+        path.chmod((stat.S_IMODE(path.stat().st_mode) | owner) & ~unsafe)
 
 
 def _check_source(source: Path, store: Path) -> None:
