@@ -235,3 +235,25 @@ def test_a_non_root_user_installs_and_removes_a_read_only_real_model(tmp_path, m
     done = subprocess.run(as_non_root([*voiced_models, "remove", "silero_vad_v6"]), capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr  # r-x directories could only be removed by root
     assert list((tmp_path / "store").iterdir()) == []
+
+
+@pytest.mark.parametrize(("record", "problem"), [
+    ({"files": {"x": "str"}}, "\"files\" entry 'x' is not"),
+    ({"files": {"tokens.txt": {"sha256": 7, "size": 1}}}, "\"files\" entry 'tokens.txt' is not"),
+    ({"files": {"tokens.txt": {"sha256": "ab", "size": "big"}}}, "\"files\" entry 'tokens.txt' is not"),
+    ({"files": {"../../etc/passwd": {"sha256": "ab", "size": 1}}}, "\"files\" entry '../../etc/passwd' is not a path"),
+    ({"files": ["encoder.onnx"]}, '"files" is missing or not an object'),
+    ({"kind": ["asr"], "files": {}}, '"kind" is not a string'),
+    (["files"], "not a JSON object"),
+])
+def test_a_wrong_typed_install_record_is_named_not_a_traceback(tmp_path, capsys, record, problem) -> None:
+    store = ModelStore(tmp_path / "store")
+    model = store.install(model_dir(tmp_path / "usb"))
+    (model.path / INSTALL_RECORD).write_text(json.dumps(record))
+    named = f"{model.path / INSTALL_RECORD}: damaged install record ({problem}"
+    with pytest.raises(ModelError, match=re.escape(named)):
+        store.get("sherpa-test")
+    assert main(["--store", str(store.root), "list"]) == 0
+    assert main(["--store", str(store.root), "verify", "sherpa-test"]) == 1
+    said = capsys.readouterr()
+    assert named in said.out + said.err and "Traceback" not in said.err

@@ -121,13 +121,16 @@ class ModelStore:
         record = path / INSTALL_RECORD
         try:
             data = json.loads(record.read_text(encoding="utf-8"))
-            return InstalledModel(
-                name=path.name, path=path, kind=str(data.get("kind", "other")), source=str(data.get("source", "")),
-                installed=str(data.get("installed", "")), files=dict(data["files"]), catalog=data.get("catalog"),
-                license=data.get("license"),
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError) as exc:
             raise ModelError(f"{record}: missing or unreadable install record ({exc})") from None
+        problem = _record_problem(data)
+        if problem:
+            raise ModelError(f"{record}: damaged install record ({problem})")
+        return InstalledModel(
+            name=path.name, path=path, kind=str(data.get("kind") or "other"), source=str(data.get("source") or ""),
+            installed=str(data.get("installed") or ""), files=dict(data["files"]), catalog=data.get("catalog"),
+            license=data.get("license"),
+        )
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -285,6 +288,29 @@ class ModelStore:
             os.replace(staging, target)
         log.info("installed %s (%d files) in %s", name, len(files), target)
         return self._read(target)
+
+
+def _record_problem(data: Any) -> str | None:
+    """What makes a parsed install record unusable, else None.
+
+    Every field list and verify read is checked for its type here, so a hand-edited or
+    truncated record is one line naming it rather than an AttributeError in whatever uses it.
+    """
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    files = data.get("files")
+    if not isinstance(files, dict):
+        return '"files" is missing or not an object'
+    for rel, entry in files.items():
+        size = entry.get("size", 0) if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) or type(size) is not int:
+            return f'"files" entry {rel!r} is not {{"sha256": "HEX", "size": BYTES}}'
+        if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            return f'"files" entry {rel!r} is not a path inside the model directory'
+    for key in ("kind", "source", "installed", "catalog", "license"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            return f'"{key}" is not a string'
+    return None
 
 
 def _check_name(name: str) -> str:
