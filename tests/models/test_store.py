@@ -257,3 +257,27 @@ def test_a_wrong_typed_install_record_is_named_not_a_traceback(tmp_path, capsys,
     assert main(["--store", str(store.root), "verify", "sherpa-test"]) == 1
     said = capsys.readouterr()
     assert named in said.out + said.err and "Traceback" not in said.err
+
+
+def test_a_model_with_a_missing_or_corrupt_record_fails_verify_and_is_listed_as_damaged(tmp_path, capsys) -> None:
+    store = ModelStore(tmp_path / "store")
+    src = model_dir(tmp_path / "usb")
+    for name in ("a", "b", "c"):
+        store.install(src, name=name)
+    (store.root / "b" / INSTALL_RECORD).write_text("{\n")  # `echo "{" > store/b/voiced-model.json`
+    (store.root / "c" / INSTALL_RECORD).unlink()
+    assert main(["--store", str(store.root), "verify"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "a: OK (4 files)"
+    assert out[1:3] == ["b: FAILED", f"  {store.root / 'b' / INSTALL_RECORD}: missing or unreadable install record"
+                        " (Expecting property name enclosed in double quotes: line 2 column 1 (char 2))"]
+    assert out[3] == "c: FAILED" and out[4].startswith(f"  {store.root / 'c' / INSTALL_RECORD}: missing or unreadable")
+    assert main(["--store", str(store.root), "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in listed] == [["a", "asr"], ["b", "DAMAGED"], ["c", "DAMAGED"]]
+    assert "`voiced models remove b` and install it again" in listed[1]
+    assert main(["--store", str(store.root), "list", "--json"]) == 0
+    damaged = {m["name"]: m["damaged"] for m in json.loads(capsys.readouterr().out)}
+    assert damaged["a"] is None and damaged["b"].startswith(str(store.root / "b" / INSTALL_RECORD))
+    assert main(["--store", str(store.root), "remove", "b"]) == 0  # the way out: remove, install again
+    assert [m.name for m in store.list()] == ["a"] and not (store.root / "b").exists()

@@ -71,19 +71,34 @@ def _store(args: argparse.Namespace):
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from voiced.models.store import DamagedModel
+
     store = _store(args)
-    models = store.list()
+    models = store.scan()  # a model with a damaged install record is listed as such, not hidden
     if args.json:
-        print(json.dumps([{"name": m.name, "kind": m.kind, "path": str(m.path), "size": m.size, "files": len(m.files),
-                           "source": m.source, "installed": m.installed, "catalog": m.catalog} for m in models], indent=2))
+        print(json.dumps([_list_entry(m) for m in models], indent=2))
         return EXIT_OK
     if not models:
         print(f"no models installed in {store.root}")
         return EXIT_OK
     width = max(len(m.name) for m in models)
     for m in models:
-        print(f"{m.name:{width}}  {m.kind:8}  {m.size / 1e6:8.1f} MB  {len(m.files):3d} files  {m.source}")
+        if isinstance(m, DamagedModel):
+            print(f"{m.name:{width}}  {'DAMAGED':8}  {m.problem}; `voiced models remove {m.name}` and install it again")
+        else:
+            print(f"{m.name:{width}}  {m.kind:8}  {m.size / 1e6:8.1f} MB  {len(m.files):3d} files  {m.source}")
     return EXIT_OK
+
+
+def _list_entry(m: Any) -> dict[str, Any]:
+    """One model for ``list --json``; a damaged one has the same keys, null where the record is unknown."""
+    from voiced.models.store import DamagedModel
+
+    if isinstance(m, DamagedModel):
+        return {"name": m.name, "kind": None, "path": str(m.path), "size": None, "files": None, "source": None,
+                "installed": None, "catalog": None, "damaged": m.problem}
+    return {"name": m.name, "kind": m.kind, "path": str(m.path), "size": m.size, "files": len(m.files),
+            "source": m.source, "installed": m.installed, "catalog": m.catalog, "damaged": None}
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -109,7 +124,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     store = _store(args)
-    names = args.names or [m.name for m in store.list()]
+    names = args.names or [m.name for m in store.scan()]  # the damaged too: they fail
     if not names:
         print(f"no models installed in {store.root}")
         return EXIT_OK

@@ -36,7 +36,7 @@ from voiced.models.manifest import (
     verify_model_file,
 )
 
-__all__ = ["ARCHIVE_SUFFIXES", "InstalledModel", "ModelStore", "VerifyResult", "default_root"]
+__all__ = ["ARCHIVE_SUFFIXES", "DamagedModel", "InstalledModel", "ModelStore", "VerifyResult", "default_root"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,16 @@ class InstalledModel:
         return sum(int(f.get("size", 0)) for f in self.files.values())
 
 
+@dataclass(frozen=True)
+class DamagedModel:
+    """A directory in the store whose install record is missing or unusable: nothing in it can be verified."""
+
+    name: str
+    path: Path
+    problem: str
+    """One line naming the record and what is wrong with it."""
+
+
 @dataclass
 class VerifyResult:
     """What ``verify`` found for one model."""
@@ -97,25 +107,40 @@ class ModelStore:
     # -- reading ----------------------------------------------------------------------
 
     def list(self) -> list[InstalledModel]:
-        """Installed models by name; a directory without a readable record is skipped with a warning."""
+        """Installed models by name; a damaged one (see :meth:`scan`) is skipped with a warning."""
+        models = []
+        for model in self.scan():
+            if isinstance(model, DamagedModel):
+                log.warning("%s", model.problem)
+            else:
+                models.append(model)
+        return models
+
+    def scan(self) -> list[InstalledModel | DamagedModel]:
+        """Every model directory by name, those whose install record is missing or unusable included,
+        so that ``list`` and ``verify`` show a damaged model instead of hiding it."""
         if not self._check_root():
             return []
-        models = []
+        found: list[InstalledModel | DamagedModel] = []
         for path in sorted(self.root.iterdir()):
             if path.name.startswith(".") or not path.is_dir():
                 continue
             try:
-                models.append(self._read(path))
+                found.append(self._read(path))
             except ModelError as exc:
-                log.warning("%s", exc)
-        return models
+                found.append(DamagedModel(path.name, path, str(exc)))
+        return found
 
     def get(self, name: str) -> InstalledModel:
+        return self._read(self._model_dir(name))
+
+    def _model_dir(self, name: str) -> Path:
+        """``ROOT/NAME``, whether or not its install record is usable; not installed is an error."""
         path = self.root / _check_name(name)
         if not path.is_dir():
-            installed = ", ".join(m.name for m in self.list()) or "none"
+            installed = ", ".join(m.name for m in self.scan()) or "none"
             raise ModelError(f"model {name!r} is not installed in {self.root} (installed: {installed})")
-        return self._read(path)
+        return path
 
     def _read(self, path: Path) -> InstalledModel:
         record = path / INSTALL_RECORD
@@ -135,9 +160,17 @@ class ModelStore:
     # -- verify ---------------------------------------------------------------------------
 
     def verify(self, name: str) -> VerifyResult:
-        """Every recorded file against its sha256, and every quantization manifest inside."""
-        model = self.get(name)
+        """Every recorded file against its sha256, and every quantization manifest inside.
+
+        A model whose install record is missing or damaged fails, the record named as its problem.
+        """
+        path = self._model_dir(name)
         result = VerifyResult(name)
+        try:
+            model = self._read(path)
+        except ModelError as exc:
+            result.problems.append(str(exc))
+            return result
         for rel, entry in sorted(model.files.items()):
             path = model.path / rel
             if not path.is_file():
@@ -243,12 +276,12 @@ class ModelStore:
         return model
 
     def remove(self, name: str) -> Path:
-        """Delete an installed model's directory; returns the path removed."""
-        model = self.get(name)
-        trash = self.root / f".removing-{model.name}-{os.getpid()}"
-        os.replace(model.path, trash)  # the name disappears at once, even if the delete is slow
+        """Delete an installed model's directory, a damaged one too; returns the path removed."""
+        path = self._model_dir(name)  # not get(): removing is how a model with a damaged record is replaced
+        trash = self.root / f".removing-{path.name}-{os.getpid()}"
+        os.replace(path, trash)  # the name disappears at once, even if the delete is slow
         shutil.rmtree(trash)
-        return model.path
+        return path
 
     def _commit(self, staging: Path, name: str, *, source: str, kind: ModelKind | None, force: bool,
                 catalog: str | None = None, license: str | None = None, downloads: dict[str, str] | None = None,
