@@ -7,10 +7,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -281,3 +283,69 @@ def test_a_model_with_a_missing_or_corrupt_record_fails_verify_and_is_listed_as_
     assert damaged["a"] is None and damaged["b"].startswith(str(store.root / "b" / INSTALL_RECORD))
     assert main(["--store", str(store.root), "remove", "b"]) == 0  # the way out: remove, install again
     assert [m.name for m in store.list()] == ["a"] and not (store.root / "b").exists()
+
+
+def big_model_dir(root: Path) -> Path:
+    """A model directory whose copy and hashing take long enough to catch an install in the middle."""
+    src = model_dir(root)
+    with open(src / "encoder.onnx", "r+b") as f:
+        f.truncate(128 << 20)  # sparse: costs no disk until copied
+    return src
+
+
+def caught_mid_copy(store: Path, src: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """``voiced models install src`` in another process, stopped (SIGSTOP) with its copy under way."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    before = set(store.glob(".staging-*"))
+    for _attempt in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "voiced.models", "--store", str(store), "install", str(src),
+                                 *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            staging = [p for p in set(store.glob(".staging-*")) - before if (p / "model").exists()]
+            if staging:
+                proc.send_signal(signal.SIGSTOP)
+                if staging[0].exists():
+                    return proc, staging[0]
+                proc.send_signal(signal.SIGCONT)  # stopped too late: finished meanwhile
+            time.sleep(0.001)
+        proc.kill()
+        proc.communicate()
+        shutil.rmtree(store / "sherpa-test", ignore_errors=True)
+    pytest.fail("could not catch an install in the middle of its copy in 3 attempts")
+
+
+def test_a_killed_install_leaves_staging_that_the_next_install_removes_but_not_a_live_one(tmp_path, capsys) -> None:
+    store = ModelStore(tmp_path / "store")
+    src = big_model_dir(tmp_path / "usb")
+    killed, dead = caught_mid_copy(store.root, src)
+    killed.kill()  # SIGKILL: no clean-up runs
+    killed.communicate()
+    assert dead.is_dir()
+    assert main(["--store", str(store.root), "list"]) == 0
+    assert f"voiced models: note: {dead} was left by an interrupted install or remove (" in capsys.readouterr().err
+    live_proc, live = caught_mid_copy(store.root, src, "--name", "live")  # stopped, alive: its staging is in use
+    try:
+        store.install(model_dir(tmp_path / "usb2", "small"))
+        assert not dead.exists() and live.is_dir()
+        assert main(["--store", str(store.root), "verify"]) == 0
+        assert "left by an interrupted" not in capsys.readouterr().err
+    finally:
+        live_proc.send_signal(signal.SIGCONT)
+    out, err = live_proc.communicate(timeout=120)
+    assert live_proc.returncode == 0, err
+    assert [m.name for m in store.list()] == ["live", "small"]
+    assert not list(store.root.glob(".staging-*"))
+
+
+def test_staging_without_a_lock_is_removed_only_once_an_hour_old(tmp_path) -> None:
+    store = ModelStore(tmp_path / "store")
+    old, young = store.root / ".staging-k2j4h1a8", store.root / ".staging-9zq0w7xe"  # as a voiced before the lock named them
+    for staging in (old, young):
+        (staging / "model").mkdir(parents=True)
+        (staging / "model" / "encoder.onnx").write_bytes(b"half a copy")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    store.install(model_dir(tmp_path / "usb"))
+    assert not old.exists() and young.is_dir()  # young: maybe an install being created this instant
+    assert store.leftovers() == []

@@ -75,6 +75,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     store = _store(args)
     models = store.scan()  # a model with a damaged install record is listed as such, not hidden
+    _note_leftovers(store)
     if args.json:
         print(json.dumps([_list_entry(m) for m in models], indent=2))
         return EXIT_OK
@@ -88,6 +89,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         else:
             print(f"{m.name:{width}}  {m.kind:8}  {m.size / 1e6:8.1f} MB  {len(m.files):3d} files  {m.source}")
     return EXIT_OK
+
+
+def _note_leftovers(store: Any) -> None:
+    """Name what killed installs left in the store (on stderr: list --json stays parseable); list and
+    verify only look, the next install or remove deletes it."""
+    for path in store.leftovers():
+        size = 0
+        for f in path.rglob("*"):
+            try:
+                size += f.stat().st_size if f.is_file() else 0
+            except OSError:
+                pass  # deleted meanwhile by an install in another process
+        print(f"voiced models: note: {path} was left by an interrupted install or remove ({size / 1e6:.1f} MB);"
+              " the next install or remove deletes it", file=sys.stderr)
 
 
 def _list_entry(m: Any) -> dict[str, Any]:
@@ -125,6 +140,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     store = _store(args)
     names = args.names or [m.name for m in store.scan()]  # the damaged too: they fail
+    _note_leftovers(store)
     if not names:
         print(f"no models installed in {store.root}")
         return EXIT_OK

@@ -7,12 +7,15 @@
 Every model lives in ``ROOT/NAME/`` with ``voiced-model.json`` recording where it came
 from and the sha256 of every file as installed; :func:`voiced.models.manifest.verify_model_file`
 uses that record at load. Installs are staged in ``ROOT/.staging-*`` and renamed into place,
-so a failed or interrupted install never leaves half a model under its name. Archives are
+so a failed or interrupted install never leaves half a model under its name; removals pass
+through a staging directory too. What a killed install or remove leaves there is deleted by
+the next install or remove (each holds an flock on its staging directory while alive). Archives are
 unpacked with tarfile's ``data`` filter: no absolute paths, no ``..``, no links out, no devices.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -21,6 +24,9 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +48,10 @@ log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_STAGING = ".staging-"
+_LOCK = ".lock"
+_UNLOCKED_STALE_S = 3600.0
+"""A staging directory without a lock file is taken for garbage after this long untouched."""
 _DOWNLOADS = ".downloads"
 """Partial downloads live here between runs, so ``pull`` resumes them."""
 
@@ -222,9 +232,7 @@ class ModelStore:
         source = Path(source)
         if not source.exists():
             raise ModelError(f"nothing to install at {source}: no such file or directory")
-        self._make_root()
-        with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
-            staging = Path(tmp) / "model"
+        with self._staging() as staging:
             if source.is_dir():
                 _copy_dir(source, staging, self.root)
                 default_name = source.resolve().name
@@ -259,8 +267,7 @@ class ModelStore:
             seen[f.path] = download(f.url, target, sha256=f.sha256, size=f.size, options=options)
             if not f.sha256:
                 log.warning("%s: no pinned checksum; recorded the downloaded file's sha256 %s", f.url, seen[f.path])
-        with tempfile.TemporaryDirectory(prefix=".staging-", dir=self.root) as tmp:
-            staging = Path(tmp) / "model"
+        with self._staging() as staging:
             staging.mkdir()
             for f in entry.files:
                 src = cache / Path(f.path).name
@@ -278,10 +285,44 @@ class ModelStore:
     def remove(self, name: str) -> Path:
         """Delete an installed model's directory, a damaged one too; returns the path removed."""
         path = self._model_dir(name)  # not get(): removing is how a model with a damaged record is replaced
-        trash = self.root / f".removing-{path.name}-{os.getpid()}"
-        os.replace(path, trash)  # the name disappears at once, even if the delete is slow
-        shutil.rmtree(trash)
+        with self._staging() as trash:
+            # The name disappears at once, even if the delete is slow; a delete cut short
+            # leaves a staging directory, which the next install or remove deletes.
+            os.replace(path, trash)
         return path
+
+    def leftovers(self) -> list[Path]:
+        """Staging directories left by an install or remove that was killed (see :func:`_is_stale`)."""
+        if not self._check_root():
+            return []
+        return [p for p in sorted(self.root.glob(_STAGING + "*")) if p.is_dir() and _is_stale(p)]
+
+    @contextmanager
+    def _staging(self) -> Iterator[Path]:
+        """``ROOT/.staging-*/model`` (not created) for one install or remove, deleted afterwards.
+
+        The staging directory holds an flock on its ``.lock`` while this process uses it, so
+        that a later store operation can tell it from one a killed process left behind; those
+        are deleted here first.
+        """
+        self._make_root()
+        for path in self.leftovers():
+            log.info("%s: removing what an interrupted install or remove left", path)
+            _remove_tree(path)
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=_STAGING, dir=self.root))
+            lock = open(tmp / _LOCK, "w")  # noqa: SIM115 (held until the directory is gone)
+        except OSError as exc:
+            raise ModelError(f"cannot write in the model store {self.root}: {exc.strerror or exc}") from None
+        with lock:
+            try:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                except OSError as exc:  # a file system without locks: never judged stale, so never taken
+                    log.debug("%s: no lock (%s)", tmp, exc)
+                yield tmp / "model"
+            finally:
+                _remove_tree(tmp)  # still locked: no other process can take it for a leftover meanwhile
 
     def _commit(self, staging: Path, name: str, *, source: str, kind: ModelKind | None, force: bool,
                 catalog: str | None = None, license: str | None = None, downloads: dict[str, str] | None = None,
@@ -313,10 +354,8 @@ class ModelStore:
         if target.exists():
             if not force:
                 raise ModelError(f"{name} is already installed in {self.root}; use --force to replace it")
-            old = self.root / f".replaced-{name}-{os.getpid()}"
-            os.replace(target, old)
+            os.replace(target, staging.parent / "replaced")  # deleted with the staging directory
             os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, target)
         log.info("installed %s (%d files) in %s", name, len(files), target)
@@ -344,6 +383,43 @@ def _record_problem(data: Any) -> str | None:
         if data.get(key) is not None and not isinstance(data[key], str):
             return f'"{key}" is not a string'
     return None
+
+
+def _is_stale(staging: Path) -> bool:
+    """True when no live process uses this staging directory.
+
+    Its owner holds an flock on ``.lock``, which the kernel drops when the process dies,
+    however it dies (SIGKILL, OOM, power cut). So a lock this process can take is garbage,
+    and a held one is an install running right now, even in another PID namespace, where
+    checking a pid would misjudge it (and a recycled pid cannot keep garbage alive). A
+    directory without ``.lock`` is one being created this instant or left by a voiced from
+    before the lock: it counts as stale once untouched for ``_UNLOCKED_STALE_S``.
+    """
+    try:
+        fd = os.open(staging / _LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        try:
+            return time.time() - staging.stat().st_mtime > _UNLOCKED_STALE_S
+        except OSError:
+            return False  # gone meanwhile
+    except OSError:
+        return False  # unreadable: not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False  # held: a live install or remove
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass  # another process cleaning up the same leftover got there first
+    except OSError as exc:
+        log.warning("%s: could not delete it (%s); the next install or remove tries again", path, exc)
 
 
 def _check_name(name: str) -> str:
