@@ -349,3 +349,20 @@ def test_staging_without_a_lock_is_removed_only_once_an_hour_old(tmp_path) -> No
     store.install(model_dir(tmp_path / "usb"))
     assert not old.exists() and young.is_dir()  # young: maybe an install being created this instant
     assert store.leftovers() == []
+
+
+def test_a_quantized_silero_directory_is_vad_and_a_piper_voice_is_tts(tmp_path, models) -> None:
+    vad = tmp_path / "usb" / "silero_vad_v5"
+    shutil.copytree(models / "silero_vad_v5", vad)
+    int8 = vad / "silero_vad.int8.onnx"  # stands in for voiced-quantize's output; the manifest is real
+    shutil.copyfile(vad / "silero_vad.onnx", int8)
+    Manifest(model=int8.name, sha256=sha256_file(int8), size=int8.stat().st_size,
+             source={"file": "silero_vad.onnx"}).write(manifest_path(int8))
+    store = ModelStore(tmp_path / "store")
+    assert store.install(vad).kind == "vad"  # not "tts" for silero_vad.int8.onnx.json
+    voice = tmp_path / "usb" / "lessac"
+    voice.mkdir()
+    shutil.copyfile(models / "piper_config_en_US-lessac-medium" / "en_US-lessac-medium.onnx.json",
+                    voice / "en_US-lessac-medium.onnx.json")
+    (voice / "en_US-lessac-medium.onnx").write_bytes(b"voice weights")
+    assert store.install(voice).kind == "tts"

@@ -341,7 +341,7 @@ class ModelStore:
                 verify_model_file(path, use_cache=False)  # a corrupt quantized file is refused here
         record = {
             "name": name,
-            "kind": (kind or _guess_kind(files)).value,
+            "kind": (kind or _guess_kind(files, staging)).value,
             "source": source,
             "installed": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "catalog": catalog,
@@ -420,6 +420,19 @@ def _remove_tree(path: Path) -> None:
         pass  # another process cleaning up the same leftover got there first
     except OSError as exc:
         log.warning("%s: could not delete it (%s); the next install or remove tries again", path, exc)
+
+
+def _is_voice_config(path: Path) -> bool:
+    """A Piper voice's ``VOICE.onnx.json``, not a voiced-quantize manifest ``MODEL.int8.onnx.json``.
+
+    Both end in ``.onnx.json``, so a quantized Silero directory looked like a voice; they are
+    told apart by content, as :mod:`voiced.models.manifest` does: a manifest has ``format``.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "format" not in data
 
 
 def _check_name(name: str) -> str:
@@ -523,11 +536,11 @@ def _unpack(archive: Path, dest: Path, merge: bool = False) -> str | None:
         return top
 
 
-def _guess_kind(files: dict[str, Any]) -> ModelKind:
+def _guess_kind(files: dict[str, Any], root: Path) -> ModelKind:
     names = " ".join(files).lower()
     if "encoder" in names and "tokens.txt" in names:
         return ModelKind.ASR
-    if ".onnx.json" in names:
+    if any(_is_voice_config(root / rel) for rel in files if rel.lower().endswith(".onnx.json")):
         return ModelKind.TTS
     if "silero" in names or "vad" in names:
         return ModelKind.VAD
