@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -212,9 +213,17 @@ def _cmd_import_ct2(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, data: dict, summary: str, passed: bool) -> int:
     text = json.dumps(data, indent=2, default=str)
     if args.report:
-        args.report.write_text(text + "\n", encoding="utf-8")
+        try:
+            args.report.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError("--report", f"cannot write {args.report}: {exc.strerror or exc}") from None
     print(text if args.json else summary, flush=True)
     return EXIT_OK if passed else EXIT_BELOW_THRESHOLD
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (systemd, kill) unwinds as Ctrl-C does, so the partial files are removed on the way out."""
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -226,8 +235,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_quiet(args.quiet)
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        from quantize.tool import writable_place
+
+        # said now, not after minutes of work (the report was written last, the model before it)
+        if getattr(args, "report", None) is not None:
+            writable_place(args.report, "--report", makes_folders=False)
+        if getattr(args, "out_dir", None) is not None:
+            writable_place(args.out_dir, "OUT_DIR", folder=True)
         return args.func(args)
     except VoicedError as exc:
         print(f"voiced-quantize: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # what it was writing is removed on the way out (quantize.manifest.partial)
+        print("voiced-quantize: interrupted; the models that were there are as they were", file=sys.stderr)
+        return 130

@@ -127,7 +127,7 @@ def _op_known(op_type: str, domain: str, opsets: dict[str, int]) -> bool:
         return True  # contrib ops are registered in onnxruntime, not in onnx.defs
     try:
         onnx.defs.get_schema(op_type, opsets.get(domain, opsets.get("", 1)), domain)
-    except onnx.defs.SchemaError:  # no such operator at that opset
+    except (onnx.defs.SchemaError, TypeError):  # no such operator at that opset; a damaged name (not text)
         return False
     return True
 

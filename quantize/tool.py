@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ import onnx
 
 from quantize.calibration import find_audio, load_npz, split, subsample
 from quantize.graph import describe, load_onnx
-from quantize.manifest import write_manifest
+from quantize.manifest import partial, publish, removed_on_failure
 from quantize.methods import choose_method, preprocess, quantize_file
 from quantize.options import Kind, Method, QuantizeOptions
 from quantize.progress import say
@@ -49,8 +50,26 @@ def default_output(source: Path) -> Path:
     return source.with_name(source.name[: -len(".onnx")] + ".int8.onnx" if source.name.endswith(".onnx") else source.name + ".int8.onnx")
 
 
+def writable_place(path: Path, option: str, *, folder: bool = False, makes_folders: bool = True) -> None:
+    """Refuse, before any work is done, a ``path`` that cannot be written: a folder where a file goes
+    (or, with ``folder``, a file where a folder goes), or no permission in the folder it goes in.
+    ``makes_folders``: missing folders on the way are made, so the nearest existing one decides."""
+    if folder and path.exists() and not path.is_dir():
+        raise ConfigError(option, f"{path} is a file, not a folder")
+    if not folder and path.is_dir():
+        raise ConfigError(option, f"{path} is a folder; give a file name")
+    place = path if folder and path.is_dir() else path.parent
+    while makes_folders and not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise ConfigError(option, f"{place} is " + ("a file, not a folder" if place.exists() else "not a folder"))
+    if not os.access(place, os.W_OK | os.X_OK):
+        raise ConfigError(option, f"cannot write in {place} (permission denied)")
+
+
 def check_output(output: Path, options: QuantizeOptions) -> None:
-    """Refuse to replace a file voiced-quantize did not write, unless told to."""
+    """Refuse to replace a file voiced-quantize did not write, unless told to, or a place it cannot write."""
+    writable_place(output, "--output")
     if output.exists() and not manifest_path(output).exists() and not options.overwrite:
         raise ConfigError("--output", f"{output} exists and was not written by voiced-quantize (no manifest beside it);"
                           " pass --force to replace it, or choose another --output")
@@ -112,68 +131,74 @@ def quantize_model(
         items = []
     validate_items: list[Any] = find_audio(validate_audio, "--validate-audio") if validate_audio else []
 
-    with tempfile.TemporaryDirectory(prefix="voiced-quantize-") as tmp:
-        pre = Path(tmp) / "preprocessed.onnx"
-        if options.preprocess:
-            say(f"{source.name}: pre-processing (shape inference, constant folding)")
-            skipped = preprocess(source, pre)
-            if skipped:
-                say(f"{source.name}: pre-processing failed, quantizing the model as it is ({skipped})")
-        else:
-            onnx.save(model, str(pre))
-            skipped = "disabled (--no-preprocess)"
-        info = describe(load_onnx(pre), source)
-        choice = choose_method(info, options.method, has_calibration=bool(items))
-        say(f"{source.name}: method {choice.method.value}: {choice.reason}")
+    written = partial(out)  # validated there, then moved into place: never a half-made model at ``out``
+    with removed_on_failure([written]):
+        with tempfile.TemporaryDirectory(prefix="voiced-quantize-") as tmp:
+            pre = Path(tmp) / "preprocessed.onnx"
+            if options.preprocess:
+                say(f"{source.name}: pre-processing (shape inference, constant folding)")
+                skipped = preprocess(source, pre)
+                if skipped:
+                    say(f"{source.name}: pre-processing failed, quantizing the model as it is ({skipped})")
+            else:
+                onnx.save(model, str(pre))
+                skipped = "disabled (--no-preprocess)"
+            info = describe(load_onnx(pre), source)
+            choice = choose_method(info, options.method, has_calibration=bool(items))
+            say(f"{source.name}: method {choice.method.value}: {choice.reason}")
 
-        # A separate validation set frees every calibration file for calibration.
-        cal_items, held_items = (items, []) if validate_items else split(items, options.holdout, options.seed)
-        if choice.method is Method.DYNAMIC:
-            # Dynamic quantization reads no calibration data, so nothing needs holding back.
-            check_items = validate_items or items
-            cal_feeds = []
-            if items and not validate_items:
-                say(f"dynamic quantization uses no calibration data: validating on all {len(items)} inputs")
-        else:
-            check_items = validate_items or held_items
-            cal_feeds = subsample(task.feeds(fp32, cal_items, "calibration inputs") if task else [], options.max_calibration)
-            if not cal_feeds:
-                raise ConfigError("--audio", f"empty calibration set: {len(cal_items)} files gave no model inputs")
-            say(f"calibrating on {len(cal_feeds)} inputs from {len(cal_items)} files; validating on {len(check_items)}"
-                f" {'files given with --validate-audio' if validate_items else 'held-back inputs'}")
-        say(f"{source.name}: quantizing ({choice.method.value}) -> {out}")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        params = quantize_file(pre, out, info, choice.method, options, cal_feeds)
-    copy_metadata(model, out)
-    params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
+            # A separate validation set frees every calibration file for calibration.
+            cal_items, held_items = (items, []) if validate_items else split(items, options.holdout, options.seed)
+            if choice.method is Method.DYNAMIC:
+                # Dynamic quantization reads no calibration data, so nothing needs holding back.
+                check_items = validate_items or items
+                cal_feeds = []
+                if items and not validate_items:
+                    say(f"dynamic quantization uses no calibration data: validating on all {len(items)} inputs")
+            else:
+                check_items = validate_items or held_items
+                cal_feeds = subsample(task.feeds(fp32, cal_items, "calibration inputs") if task else [], options.max_calibration)
+                if not cal_feeds:
+                    raise ConfigError("--audio", f"empty calibration set: {len(cal_items)} files gave no model inputs")
+                say(f"calibrating on {len(cal_feeds)} inputs from {len(cal_items)} files; validating on {len(check_items)}"
+                    f" {'files given with --validate-audio' if validate_items else 'held-back inputs'}")
+            if task is not None and not check_items:  # it used to say PASSED with nothing compared
+                raise ConfigError("--holdout", f"no inputs left to validate on ({len(items)} file(s), --holdout "
+                                  f"{options.holdout}): give more --audio files, a larger --holdout or --validate-audio")
+            say(f"{source.name}: quantizing ({choice.method.value}) -> {out}")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            params = quantize_file(pre, written, info, choice.method, options, cal_feeds)
+        copy_metadata(model, written)
+        params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
 
-    report = Report(
-        source=source, output=out, kind=kind.value, method=choice.method.value, reason=choice.reason,
-        parameters=params, min_agreement=options.min_agreement, max_accuracy_drop=options.max_accuracy_drop,
-        calibration={
-            "calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
-            "calibration_inputs": len(cal_feeds),
-            "validation_files": len(check_items),
-            "validation_set": "--validate-audio" if validate_items else ("held-back split" if choice.method is Method.STATIC else "all inputs"),
-            "holdout": options.holdout,
-            "seed": options.seed,
-        },
-    )
-    int8 = create_session(out, SessionOptions(threads=1))
-    if task is not None and check_items:
-        numeric_feeds = subsample(task.feeds(fp32, check_items, "validation inputs"), options.max_calibration)
-        report.numeric = compare_outputs(fp32, int8, numeric_feeds)
-        report.task = task.compare(fp32, int8, check_items)
-        report.speed = measure_speed(fp32, int8, numeric_feeds, options.speed_runs)
-        report.failures = judge(report.task, options.min_agreement, options.max_accuracy_drop)
-    else:
-        say("no validation data (--kind none): the INT8 model was not compared with FP32")
-    manifest = write_manifest(
-        out, source,
-        quantization={"method": choice.method.value, "reason": choice.reason, "kind": kind.value, "parameters": params,
-                      "calibration": report.calibration},
-        validation={k: v for k, v in report.to_dict().items()
-                    if k in ("sizes", "outputs", "task", "speed", "thresholds", "validated", "passed", "failures")},
-    )
+        report = Report(
+            source=source, output=written, kind=kind.value, method=choice.method.value, reason=choice.reason,
+            parameters=params, min_agreement=options.min_agreement, max_accuracy_drop=options.max_accuracy_drop,
+            calibration={
+                "calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
+                "calibration_inputs": len(cal_feeds),
+                "validation_files": len(check_items),
+                "validation_set": "--validate-audio" if validate_items else ("held-back split" if choice.method is Method.STATIC else "all inputs"),
+                "holdout": options.holdout,
+                "seed": options.seed,
+            },
+        )
+        int8 = create_session(written, SessionOptions(threads=1))
+        if task is not None and check_items:
+            numeric_feeds = subsample(task.feeds(fp32, check_items, "validation inputs"), options.max_calibration)
+            report.numeric = compare_outputs(fp32, int8, numeric_feeds)
+            report.task = task.compare(fp32, int8, check_items)
+            report.speed = measure_speed(fp32, int8, numeric_feeds, options.speed_runs)
+            report.failures = judge(report.task, options.min_agreement, options.max_accuracy_drop)
+        else:
+            say("no validation data (--kind none): the INT8 model was not compared with FP32")
+        manifest = publish(
+            written, out, source,
+            quantization={"method": choice.method.value, "reason": choice.reason, "kind": kind.value, "parameters": params,
+                          "calibration": report.calibration},
+            validation={k: v for k, v in report.to_dict().items()
+                        if k in ("sizes", "outputs", "task", "speed", "thresholds", "validated", "passed", "failures")},
+        )
+    report.output = out
     say(f"wrote {out} and {manifest.name}")
     return report

@@ -33,7 +33,7 @@ from quantize.calibration import Feeds, calibration_and_check
 from quantize.decoding import PARTS, capture, compare_decoding, quiet_fp32_warning
 from quantize.decoding import fp16_reference as decode_fp16_reference
 from quantize.graph import describe, load_onnx
-from quantize.manifest import write_manifest
+from quantize.manifest import partial, publish, removed_on_failure
 from quantize.methods import choose_method, preprocess, quantize_file
 from quantize.options import Kind, Method, QuantizeOptions
 from quantize.progress import say
@@ -141,61 +141,65 @@ def quantize_transducer(
     choices, reports = {}, {}
     calibration: dict[str, list[Feeds]] | None = None
 
-    with tempfile.TemporaryDirectory(prefix="voiced-quantize-asr-") as tmp:
-        for part, src in sources.items():
-            model = load_onnx(src)
-            info0 = describe(model, src)
-            if QUANTIZED_OPS & set(info0.ops):
-                raise ModelError(f"{src} is already quantized; give the FP32 {part}")
-            pre = Path(tmp) / f"{part}.onnx"
-            skipped = preprocess(src, pre) if options.preprocess else None
-            if not options.preprocess:
-                onnx.save(model, str(pre))
-            info = describe(load_onnx(pre), src)
-            choice = choose_method(info, options.method, has_calibration=True)
-            say(f"{part}: method {choice.method.value}: {choice.reason}")
-            part_options = options
-            if choice.method is Method.DYNAMIC and not options.op_types:
-                part_options = replace(options, op_types=ICEFALL_OPS[part])
-            feeds: list[Feeds] = []
-            if choice.method is Method.STATIC:
-                if calibration is None:
-                    calibration = capture(fp32, cal_items, options.max_calibration, "calibration utterances")
-                feeds = calibration[part]
-            params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
-            params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
-            copy_metadata(model, outputs[part])
-            choices[part] = choice
-            reports[part] = Report(
-                source=src, output=outputs[part], kind=Kind.TRANSDUCER.value, method=choice.method.value,
-                reason=choice.reason, parameters=params, min_agreement=options.min_agreement,
-                calibration={"calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
-                             "calibration_inputs": len(feeds), "validation_files": len(check_items)},
-            )
+    written = {part: partial(out) for part, out in outputs.items()}  # validated there, then moved into place
+    with removed_on_failure(written.values()):
+        with tempfile.TemporaryDirectory(prefix="voiced-quantize-asr-") as tmp:
+            for part, src in sources.items():
+                model = load_onnx(src)
+                info0 = describe(model, src)
+                if QUANTIZED_OPS & set(info0.ops):
+                    raise ModelError(f"{src} is already quantized; give the FP32 {part}")
+                pre = Path(tmp) / f"{part}.onnx"
+                skipped = preprocess(src, pre) if options.preprocess else None
+                if not options.preprocess:
+                    onnx.save(model, str(pre))
+                info = describe(load_onnx(pre), src)
+                choice = choose_method(info, options.method, has_calibration=True)
+                say(f"{part}: method {choice.method.value}: {choice.reason}")
+                part_options = options
+                if choice.method is Method.DYNAMIC and not options.op_types:
+                    part_options = replace(options, op_types=ICEFALL_OPS[part])
+                feeds: list[Feeds] = []
+                if choice.method is Method.STATIC:
+                    if calibration is None:
+                        calibration = capture(fp32, cal_items, options.max_calibration, "calibration utterances")
+                    feeds = calibration[part]
+                params = quantize_file(pre, written[part], info, choice.method, part_options, feeds)
+                params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
+                copy_metadata(model, written[part])
+                choices[part] = choice
+                reports[part] = Report(
+                    source=src, output=written[part], kind=Kind.TRANSDUCER.value, method=choice.method.value,
+                    reason=choice.reason, parameters=params, min_agreement=options.min_agreement,
+                    calibration={"calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
+                                 "calibration_inputs": len(feeds), "validation_files": len(check_items)},
+                )
 
-    int8_files = ModelFiles(outputs["encoder"], outputs["decoder"], outputs["joiner"], files.tokens)
-    int8 = TransducerModel(int8_files, SessionOptions(threads=1))
-    report = TransducerReport(directory, reports)
-    task, captured, speed = compare_decoding(fp32, int8, check_items, options.max_calibration)
+        int8_files = ModelFiles(written["encoder"], written["decoder"], written["joiner"], files.tokens)
+        int8 = TransducerModel(int8_files, SessionOptions(threads=1))
+        report = TransducerReport(directory, reports)
+        task, captured, speed = compare_decoding(fp32, int8, check_items, options.max_calibration)
+        for part, part_report in reports.items():
+            a, b = getattr(fp32, part), getattr(int8, part)
+            part_report.numeric = compare_outputs(a, b, captured[part], f"compare {part} outputs")
+            part_report.speed = measure_speed(a, b, captured[part], options.speed_runs)
+        if fp16_reference:
+            task.details["fp16_reference"] = decode_fp16_reference(fp32, files, check_items)
+        report.task, report.speed = task, speed
+        report.failures = judge(task, options.min_agreement, options.max_accuracy_drop)
+        shared = {"task": report.to_dict()["task"], "decode_speed": report.to_dict()["decode_speed"],
+                  "passed": report.passed, "failures": report.failures}
+        for part, part_report in reports.items():
+            own = part_report.to_dict()
+            publish(
+                written[part], outputs[part], sources[part],
+                quantization={"method": choices[part].method.value, "reason": choices[part].reason, "kind": "transducer",
+                              "part": part, "parameters": part_report.parameters, "calibration": part_report.calibration},
+                validation={"sizes": own["sizes"], "outputs": own["outputs"], "speed": own["speed"],
+                            "validated": own["validated"], **shared},
+            )
     for part, part_report in reports.items():
-        a, b = getattr(fp32, part), getattr(int8, part)
-        part_report.numeric = compare_outputs(a, b, captured[part], f"compare {part} outputs")
-        part_report.speed = measure_speed(a, b, captured[part], options.speed_runs)
-    if fp16_reference:
-        task.details["fp16_reference"] = decode_fp16_reference(fp32, files, check_items)
-    report.task, report.speed = task, speed
-    report.failures = judge(task, options.min_agreement, options.max_accuracy_drop)
-    shared = {"task": report.to_dict()["task"], "decode_speed": report.to_dict()["decode_speed"],
-              "passed": report.passed, "failures": report.failures}
-    for part, part_report in reports.items():
-        own = part_report.to_dict()
-        write_manifest(
-            outputs[part], sources[part],
-            quantization={"method": choices[part].method.value, "reason": choices[part].reason, "kind": "transducer",
-                          "part": part, "parameters": part_report.parameters, "calibration": part_report.calibration},
-            validation={"sizes": own["sizes"], "outputs": own["outputs"], "speed": own["speed"],
-                        "validated": own["validated"], **shared},
-        )
+        part_report.output = outputs[part]
     say(f"wrote {', '.join(p.name for p in outputs.values())} and their manifests in {directory}")
     return report
 

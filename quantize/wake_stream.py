@@ -39,7 +39,7 @@ from onnx import TensorProto, helper, numpy_helper
 from quantize.calibration import find_audio
 from quantize.frontends import load_audio, oww_noise
 from quantize.graph import load_onnx
-from quantize.manifest import write_manifest
+from quantize.manifest import partial, publish, removed_on_failure
 from quantize.progress import say
 from voiced.errors import ConfigError, ModelError
 from voiced.models.manifest import manifest_path, sha256_file
@@ -291,19 +291,19 @@ def write_stream(directory: str | Path, *, audio: list[Path] | None = None, outp
                           " pass --force to replace it")
     model, caches = stream_frontend_model(load_onnx(melspec), load_onnx(embedding), str(folder))
     say(f"{folder}: {len(caches)} caches; writing {out_path.name}")
-    onnx.save(model, str(out_path))
+    # Validated as a partial file: the manifest of an earlier run (made from other source models)
+    # would refuse the new graph, and a run stopped half-way must leave the old one as it was.
+    written = partial(out_path)
     report = StreamReport(str(out_path), [melspec.name, embedding.name], caches=len(caches))
-    try:
+    with removed_on_failure([written]):
+        onnx.save(model, str(written))
         samples = np.clip(np.round(_validation_audio(audio or [], max_seconds) * 32768.0), -32768, 32767)
         options = SessionOptions(threads=1)
         published = WindowFrontEnd(create_session(melspec, options), create_session(embedding, options))
-        stream = StreamingFrontEnd(create_session(out_path, options), out_path)
+        stream = StreamingFrontEnd(create_session(written, options), written)
         report.max_abs_diff, report.frames_compared = _compare(published, stream, samples)
         report.speed_us = _speed(published, stream, samples)
         report.passed = report.max_abs_diff <= tolerance
-    except BaseException:
-        out_path.unlink(missing_ok=True)
-        raise
     method = {"method": "stream-rewrite", "caches": caches, "tolerance": tolerance,
               "sources": [{"file": melspec.name, "sha256": sha256_file(melspec), "size": melspec.stat().st_size}],
               "reason": "time-axis convolutions unpadded, pooling strides multiply to the 8-frame step, mel clipped"
@@ -311,7 +311,7 @@ def write_stream(directory: str | Path, *, audio: list[Path] | None = None, outp
     validation = {"passed": report.passed, "frames_compared": report.frames_compared,
                   "max_abs_diff": report.max_abs_diff, "speed_us_per_frame": report.speed_us,
                   "failures": [] if report.passed else [f"largest difference {report.max_abs_diff:.3e} > {tolerance}"]}
-    report.manifest = str(write_manifest(out_path, embedding, method, validation))
+    report.manifest = str(publish(written, out_path, embedding, method, validation))
     return report
 
 

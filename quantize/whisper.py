@@ -38,7 +38,7 @@ from quantize.decoding import _edit_distance, quiet_log
 from quantize.frontends import load_audio
 from quantize.graph import describe, load_onnx
 from quantize.layernorm import lower_layer_norms
-from quantize.manifest import write_manifest
+from quantize.manifest import partial, publish, removed_on_failure
 from quantize.methods import choose_method, preprocess, quantize_file
 from quantize.options import Method, QuantizeOptions
 from quantize.progress import Progress, say
@@ -211,82 +211,86 @@ def quantize_whisper(
     for out in outputs.values():
         check_output(out, options)
     reports: dict[str, Report] = {}
-    with tempfile.TemporaryDirectory(prefix="voiced-quantize-whisper-") as tmp:
-        for part, src in sources.items():
-            model = load_onnx(src)
-            if QUANTIZED_OPS & set(describe(model, src).ops):
-                raise ModelError(f"{src} is already quantized; give the FP32 {part}")
-            pre = Path(tmp) / f"{part}.onnx"
-            skipped = preprocess(src, pre) if options.preprocess else None
-            if not options.preprocess:
-                onnx.save(model, str(pre))
-            untied = 0
-            if part == "decoder":
-                # the tied output projection is the decoder's largest MatMul: quantized only untied
-                prepared = load_onnx(pre)
-                untied = untie_logits(prepared)
-                if untied:
-                    onnx.save(prepared, str(pre))
-            info = describe(load_onnx(pre), src)
-            requested = options.method
-            if part == "decoder" and requested is Method.STATIC:
-                # Its inputs are a growing token context and a 448-row cache: one calibration set
-                # cannot stand for them, and sherpa-onnx's own INT8 decoder is dynamic too.
-                say("decoder: --method static applies to the encoder; the decoder is quantized dynamically")
-                requested = Method.DYNAMIC
-            choice = choose_method(info, requested, has_calibration=part == "encoder")
-            say(f"{part}: method {choice.method.value}: {choice.reason}")
-            part_options = options
-            if choice.method is Method.DYNAMIC and not options.op_types:
-                part_options = replace(options, op_types=SHERPA_WHISPER_OPS)
-            feeds: list[Feeds] = []
-            if choice.method is Method.STATIC:
-                say(f"encoder: calibrating on {len(cal_items)} files through the Whisper front end")
-                # onnxruntime's calibrators stack each tensor over the inputs, so they must share a shape
-                feeds = _encoder_feeds(fp32_model, cal_items, options.max_calibration, MAX_FRAMES)
-            say(f"{part}: quantizing ({choice.method.value}) -> {outputs[part]}")
-            params = quantize_file(pre, outputs[part], info, choice.method, part_options, feeds)
-            params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
-            if part == "decoder":
-                params["logits_untied"] = untied
-            # ONNX Runtime's LayerNorm kernel changes between versions and INT8 re-quantizes its output:
-            # written out, the INT8 tokens are the same under sherpa-onnx's bundled 1.28 and voiced's 1.32
-            quantized = onnx.load(str(outputs[part]))
-            params["layer_norms_lowered"] = lower_layer_norms(quantized)
-            onnx.save(quantized, str(outputs[part]))
-            copy_metadata(model, outputs[part])
-            reports[part] = Report(
-                source=src, output=outputs[part], kind="whisper", method=choice.method.value, reason=choice.reason,
-                parameters=params, min_agreement=options.min_agreement, max_accuracy_drop=options.max_accuracy_drop,
-                calibration={"calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
-                             "calibration_inputs": len(feeds), "validation_files": len(check_items)},
-            )
+    written = {part: partial(out) for part, out in outputs.items()}  # validated there, then moved into place
+    with removed_on_failure(written.values()):
+        with tempfile.TemporaryDirectory(prefix="voiced-quantize-whisper-") as tmp:
+            for part, src in sources.items():
+                model = load_onnx(src)
+                if QUANTIZED_OPS & set(describe(model, src).ops):
+                    raise ModelError(f"{src} is already quantized; give the FP32 {part}")
+                pre = Path(tmp) / f"{part}.onnx"
+                skipped = preprocess(src, pre) if options.preprocess else None
+                if not options.preprocess:
+                    onnx.save(model, str(pre))
+                untied = 0
+                if part == "decoder":
+                    # the tied output projection is the decoder's largest MatMul: quantized only untied
+                    prepared = load_onnx(pre)
+                    untied = untie_logits(prepared)
+                    if untied:
+                        onnx.save(prepared, str(pre))
+                info = describe(load_onnx(pre), src)
+                requested = options.method
+                if part == "decoder" and requested is Method.STATIC:
+                    # Its inputs are a growing token context and a 448-row cache: one calibration set
+                    # cannot stand for them, and sherpa-onnx's own INT8 decoder is dynamic too.
+                    say("decoder: --method static applies to the encoder; the decoder is quantized dynamically")
+                    requested = Method.DYNAMIC
+                choice = choose_method(info, requested, has_calibration=part == "encoder")
+                say(f"{part}: method {choice.method.value}: {choice.reason}")
+                part_options = options
+                if choice.method is Method.DYNAMIC and not options.op_types:
+                    part_options = replace(options, op_types=SHERPA_WHISPER_OPS)
+                feeds: list[Feeds] = []
+                if choice.method is Method.STATIC:
+                    say(f"encoder: calibrating on {len(cal_items)} files through the Whisper front end")
+                    # onnxruntime's calibrators stack each tensor over the inputs, so they must share a shape
+                    feeds = _encoder_feeds(fp32_model, cal_items, options.max_calibration, MAX_FRAMES)
+                say(f"{part}: quantizing ({choice.method.value}) -> {outputs[part]}")
+                params = quantize_file(pre, written[part], info, choice.method, part_options, feeds)
+                params["preprocess"] = "done" if not skipped else f"skipped: {skipped}"
+                if part == "decoder":
+                    params["logits_untied"] = untied
+                # ONNX Runtime's LayerNorm kernel changes between versions and INT8 re-quantizes its output:
+                # written out, the INT8 tokens are the same under sherpa-onnx's bundled 1.28 and voiced's 1.32
+                quantized = onnx.load(str(written[part]))
+                params["layer_norms_lowered"] = lower_layer_norms(quantized)
+                onnx.save(quantized, str(written[part]))
+                copy_metadata(model, written[part])
+                reports[part] = Report(
+                    source=src, output=written[part], kind="whisper", method=choice.method.value, reason=choice.reason,
+                    parameters=params, min_agreement=options.min_agreement, max_accuracy_drop=options.max_accuracy_drop,
+                    calibration={"calibration_files": len(cal_items) if choice.method is Method.STATIC else 0,
+                                 "calibration_inputs": len(feeds), "validation_files": len(check_items)},
+                )
 
-    with _quiet_manifest_check():  # the manifests are written below, with the validation results
-        int8_model = WhisperModel(WhisperFiles(outputs["encoder"], outputs["decoder"], files.tokens), session)
-    fp32, int8 = WhisperRecognizer(fp32_model, config), WhisperRecognizer(int8_model, config)
-    refs = find_references([item.path for item in check_items])
-    say(f"validating on {len(check_items)} {'--validate-audio files' if validate_audio else 'held-back files'}"
-        f" ({len(refs)} with reference transcripts)")
-    report = WhisperReport(directory, reports)
-    report.task, report.speed, report.wer = _compare(fp32, int8, check_items, refs)
-    enc_feeds = _encoder_feeds(fp32_model, check_items, min(options.max_calibration, 8), config.tail_padding_frames)
-    enc = reports["encoder"]
-    enc.numeric = compare_outputs(fp32_model.encoder, int8_model.encoder, enc_feeds, "compare encoder outputs")
-    enc.speed = measure_speed(fp32_model.encoder, int8_model.encoder, enc_feeds, min(options.speed_runs, ENCODER_SPEED_CALLS))
-    report.failures = judge(report.task, options.min_agreement, options.max_accuracy_drop)
-    report.failures = [f.replace("top-1 accuracy dropped", "WER rose") for f in report.failures]
-    whole = report.to_dict()
-    shared = {"task": whole["task"], "wer": whole["wer"], "decode_speed": whole["decode_speed"],
-              "passed": report.passed, "failures": report.failures}
+        with _quiet_manifest_check():  # the manifests are written below, with the validation results
+            int8_model = WhisperModel(WhisperFiles(written["encoder"], written["decoder"], files.tokens), session)
+        fp32, int8 = WhisperRecognizer(fp32_model, config), WhisperRecognizer(int8_model, config)
+        refs = find_references([item.path for item in check_items])
+        say(f"validating on {len(check_items)} {'--validate-audio files' if validate_audio else 'held-back files'}"
+            f" ({len(refs)} with reference transcripts)")
+        report = WhisperReport(directory, reports)
+        report.task, report.speed, report.wer = _compare(fp32, int8, check_items, refs)
+        enc_feeds = _encoder_feeds(fp32_model, check_items, min(options.max_calibration, 8), config.tail_padding_frames)
+        enc = reports["encoder"]
+        enc.numeric = compare_outputs(fp32_model.encoder, int8_model.encoder, enc_feeds, "compare encoder outputs")
+        enc.speed = measure_speed(fp32_model.encoder, int8_model.encoder, enc_feeds, min(options.speed_runs, ENCODER_SPEED_CALLS))
+        report.failures = judge(report.task, options.min_agreement, options.max_accuracy_drop)
+        report.failures = [f.replace("top-1 accuracy dropped", "WER rose") for f in report.failures]
+        whole = report.to_dict()
+        shared = {"task": whole["task"], "wer": whole["wer"], "decode_speed": whole["decode_speed"],
+                  "passed": report.passed, "failures": report.failures}
+        for part, part_report in reports.items():
+            own = part_report.to_dict()
+            publish(
+                written[part], outputs[part], sources[part],
+                quantization={"method": part_report.method, "reason": part_report.reason, "kind": "whisper", "part": part,
+                              "parameters": part_report.parameters, "calibration": part_report.calibration},
+                validation={"sizes": own["sizes"], "outputs": own["outputs"], "speed": own["speed"],
+                            "validated": True, **shared},
+            )
     for part, part_report in reports.items():
-        own = part_report.to_dict()
-        write_manifest(
-            outputs[part], sources[part],
-            quantization={"method": part_report.method, "reason": part_report.reason, "kind": "whisper", "part": part,
-                          "parameters": part_report.parameters, "calibration": part_report.calibration},
-            validation={"sizes": own["sizes"], "outputs": own["outputs"], "speed": own["speed"],
-                        "validated": True, **shared},
-        )
+        part_report.output = outputs[part]
     say(f"wrote {', '.join(p.name for p in outputs.values())} and their manifests in {directory}")
     return report

@@ -291,6 +291,24 @@ def test_cli_exit_status_and_report(graphs, tmp_path, capsys) -> None:
     assert "is not an ONNX model" in capsys.readouterr().err
 
 
+def test_places_it_cannot_write_are_one_line_before_any_work(graphs, tmp_path, capsys) -> None:
+    """They were tracebacks (IsADirectoryError, FileExistsError, and a --report that failed after
+    the model and its manifest were written)."""
+    folder, afile = tmp_path / "odir", tmp_path / "afile"
+    folder.mkdir()
+    afile.write_text("x")
+    for args, message in (
+        (["-o", str(folder), "--force"], f"--output: {folder} is a folder; give a file name"),
+        (["-o", str(afile / "x.int8.onnx")], f"--output: {afile} is a file, not a folder"),
+        (["--report", str(tmp_path / "nodir" / "r.json")], "--report: "),
+        (["--report", str(folder)], f"--report: {folder} is a folder"),
+    ):
+        assert main([str(graphs["mlp"]), *args, "-q"]) == EXIT_ERROR, args
+        err = capsys.readouterr().err
+        assert err.startswith(f"voiced-quantize: error: {message}") and "Traceback" not in err, err
+    assert not list(tmp_path.glob("*.int8.onnx*")) and not list(graphs["mlp"].parent.glob(".*.partial"))
+
+
 def test_cli_weight_format(graphs, tmp_path, capsys) -> None:
     out = tmp_path / "w.int8.onnx"
     assert main([str(graphs["mlp"]), "-o", str(out), "-q", "--weight-format", "u8"]) == EXIT_OK

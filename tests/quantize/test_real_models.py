@@ -160,7 +160,9 @@ def transducer(speech: Path, tmp_path_factory):
     directory = make_transducer(tmp_path_factory.mktemp("asr"), "zipformer2", seed=7, size="test")
     report = quantize_transducer(directory, audio=[speech / "misc_en", speech / "jfk"],
                                  validate_audio=[speech / "hifitts_6097_5min/audio"],
-                                 options=QuantizeOptions(speed_runs=50), fp16_reference=True)
+                                 # a fragile random model (see the agreement test): its own utterance
+                                 # figure passes, or the loader would take the FP32 files beside it
+                                 options=QuantizeOptions(speed_runs=50, min_agreement=0.3), fp16_reference=True)
     return directory, report
 
 

@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("onnx", reason="onnx (voiced-quantize's graph editor) is not installed: see the test extra")
 import onnx  # noqa: E402
+import onnx.numpy_helper  # noqa: E402
 
 from quantize.cli import main as quantize_main  # noqa: E402
 from quantize.frontends import load_audio  # noqa: E402
@@ -112,6 +113,25 @@ def test_a_graph_made_from_other_models_is_refused(folder: Path, tmp_path: Path,
     (tmp_path / replaced).write_bytes((folder / replaced).read_bytes() + b"\0")
     with pytest.raises(ModelError, match=rf"frontend.stream.onnx was made from a {replaced} .*wake-stream"):
         WakeModel.load(tmp_path, ["alexa_v0.1"])
+
+
+def test_after_a_source_model_changes_the_graph_is_made_again(folder: Path, tmp_path: Path) -> None:
+    """The loader says "run voiced-quantize wake-stream DIR again": that run used to check its new
+    graph against the old manifest, fail, delete the graph, and fail the same way every time."""
+    for f in folder.iterdir():
+        (tmp_path / f.name).symlink_to(f.resolve()) if f.is_symlink() else (tmp_path / f.name).write_bytes(f.read_bytes())
+    embedding = onnx.load(str(folder / "embedding_model.onnx"))
+    weight = next(t for t in embedding.graph.initializer if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 4)
+    values = onnx.numpy_helper.to_array(weight).copy()
+    values.flat[0] += 0.01  # a retrained embedding, as far as the manifest can tell
+    weight.CopyFrom(onnx.numpy_helper.from_array(values, weight.name))
+    (tmp_path / "embedding_model.onnx").unlink()
+    onnx.save(embedding, str(tmp_path / "embedding_model.onnx"))
+    with pytest.raises(ModelError, match="frontend.stream.onnx was made from a embedding_model.onnx"):
+        WakeModel.load(tmp_path, ["alexa_v0.1"])
+    assert write_stream(tmp_path, max_seconds=2.0).passed
+    assert isinstance(WakeModel.load(tmp_path, ["alexa_v0.1"]).frontend, StreamingFrontEnd)
+    assert not list(tmp_path.glob(".*.partial"))
 
 
 def test_models_the_rewrite_would_not_be_exact_for_are_refused(folder: Path) -> None:
