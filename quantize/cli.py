@@ -153,13 +153,19 @@ def _weight_format(args: argparse.Namespace) -> WeightFormat:
 
 
 def _options(args: argparse.Namespace) -> QuantizeOptions:
-    return QuantizeOptions(
-        method=Method(args.method), per_channel=PerChannel(args.per_channel), calibrate=CalibrateMethod(args.calibrate),
-        exclude_nodes=tuple(args.exclude_nodes), exclude_op_types=tuple(args.exclude_op_types),
-        op_types=tuple(args.op_types), weight_format=_weight_format(args), preprocess=not args.no_preprocess, overwrite=args.force,
-        holdout=args.holdout, max_calibration=args.max_calibration, min_agreement=args.min_agreement,
-        max_accuracy_drop=args.max_accuracy_drop, speed_runs=args.speed_runs, seed=args.seed,
-    )
+    try:
+        return QuantizeOptions(
+            method=Method(args.method), per_channel=PerChannel(args.per_channel), calibrate=CalibrateMethod(args.calibrate),
+            exclude_nodes=tuple(args.exclude_nodes), exclude_op_types=tuple(args.exclude_op_types),
+            op_types=tuple(args.op_types), weight_format=_weight_format(args), preprocess=not args.no_preprocess,
+            overwrite=args.force, holdout=args.holdout, max_calibration=args.max_calibration,
+            min_agreement=args.min_agreement, max_accuracy_drop=args.max_accuracy_drop, speed_runs=args.speed_runs,
+            seed=args.seed,
+        )
+    except ConfigError as exc:  # named as typed: --holdout, not holdout
+        if exc.key.startswith("-"):
+            raise
+        raise ConfigError(f"--{exc.key.replace('_', '-')}", exc.problem) from None
 
 
 def _cmd_model(args: argparse.Namespace) -> int:

@@ -307,6 +307,9 @@ def test_places_it_cannot_write_are_one_line_before_any_work(graphs, tmp_path, c
         err = capsys.readouterr().err
         assert err.startswith(f"voiced-quantize: error: {message}") and "Traceback" not in err, err
     assert not list(tmp_path.glob("*.int8.onnx*")) and not list(graphs["mlp"].parent.glob(".*.partial"))
+    for option, value in (("--holdout", "1.5"), ("--min-agreement", "2"), ("--speed-runs", "-1")):
+        assert main([str(graphs["mlp"]), option, value, "-q"]) == EXIT_ERROR
+        assert capsys.readouterr().err.startswith(f"voiced-quantize: error: {option}: must be")  # as typed
 
 
 def test_cli_weight_format(graphs, tmp_path, capsys) -> None:
