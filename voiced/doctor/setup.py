@@ -83,7 +83,18 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
     if wake is not None and wake.models and wake.directory is not None:
         from voiced.wake.frontend import FRONTEND_STREAM
 
+        from voiced.wake.model import WakeModel, check_made_from
+
         stream = Path(wake.directory) / FRONTEND_STREAM
+        try:  # what the daemon refuses: a missing head or front end, a stream made from other models
+            melspec, embedding, heads = WakeModel.find(wake.directory, list(wake.models))
+            if stream.is_file():
+                check_made_from(stream, melspec, embedding)
+        except VoicedError as exc:
+            checks.append(Check("wake.models", CheckStatus.FAIL, str(exc),
+                                "correct wake.directory / wake.models, or run the command the message names"))
+        else:
+            files += [("wake.models", head) for head in heads]
         if stream.is_file():
             files.append(("wake.directory", stream))
         else:

@@ -24,7 +24,7 @@ from voiced.wake.frontend import (
     FRAME_SAMPLES, FRONTEND_STREAM, MEL_CONTEXT, FrontEnd, StreamingFrontEnd, WindowFrontEnd,
 )
 
-__all__ = ["FRAME_SAMPLES", "MEL_CONTEXT", "WakeHead", "WakeModel", "is_head_path"]
+__all__ = ["FRAME_SAMPLES", "MEL_CONTEXT", "WakeHead", "WakeModel", "check_made_from", "is_head_path"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class WakeModel:
         streaming = embedding.with_name(FRONTEND_STREAM)
         self.frontend: FrontEnd
         if stream and streaming.is_file():
-            _check_made_from(streaming, melspec, embedding)
+            check_made_from(streaming, melspec, embedding)
             self.frontend = StreamingFrontEnd(create_session(streaming, options), streaming)
         else:
             if stream:
@@ -96,6 +96,14 @@ class WakeModel:
         """Front end from a folder holding ``melspectrogram.onnx`` and ``embedding_model.onnx`` (or the
         mel file itself with ``embedding``); ``heads`` are paths, or names of ``NAME.onnx`` in that folder.
         ``stream``: use ``frontend.stream.onnx`` when it is there (False: the published models, to compare)."""
+        mel, emb, paths = cls.find(directory_or_melspec, heads, embedding)
+        return cls(mel, emb, paths, options or SessionOptions(), stream)
+
+    @staticmethod
+    def find(directory_or_melspec: str | Path, heads: list[str | Path],
+             embedding: str | Path | None = None) -> tuple[Path, Path, list[Path]]:
+        """The mel, embedding and head files :meth:`load` takes (before ``NAME.int8.onnx`` is
+        preferred); ModelError names the first one missing."""
         base = Path(directory_or_melspec)
         folder = base if base.is_dir() else base.parent
         mel = folder / "melspectrogram.onnx" if base.is_dir() else base
@@ -104,7 +112,7 @@ class WakeModel:
         for p in (mel, emb, *paths):
             if not _pick(p).is_file():
                 raise ModelError(f"wake word model not found: {p}")
-        return cls(mel, emb, paths, options or SessionOptions(), stream)
+        return mel, emb, paths
 
     def scores(self, embeddings: np.ndarray) -> list[np.ndarray]:
         """Each head's scores on the newest embeddings [n >= head.frames, 96]."""
@@ -116,7 +124,7 @@ class WakeModel:
         return out
 
 
-def _check_made_from(streaming: Path, melspec: Path, embedding: Path) -> None:
+def check_made_from(streaming: Path, melspec: Path, embedding: Path) -> None:
     """A streaming front end made from other models (one replaced since) must not load."""
     manifest = verify_model_file(streaming).manifest
     if manifest is None:
