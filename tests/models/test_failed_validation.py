@@ -1,5 +1,6 @@
 """A model that failed validation when it was quantized is kept for inspection, not loaded in place
-of the FP32 model it was made from; and a hand-edited manifest is read, not a crash.
+of the FP32 model it was made from; one made from an FP32 model replaced since is named by doctor;
+and a hand-edited manifest is read, not a crash.
 
 Real parts: a generated LSTM transducer in the exact export layout, quantized by voiced-quantize
 on real hifitts speech (random weights: its INT8 copy fails the token check, as a badly
@@ -13,8 +14,11 @@ import logging
 import shutil
 from pathlib import Path
 
+import onnx
+import onnx.numpy_helper
 import pytest
 
+from quantize.options import QuantizeOptions
 from quantize.progress import set_quiet
 from quantize.transducer import quantize_transducer
 from tests.modelgen.transducer import make_transducer
@@ -80,3 +84,26 @@ def test_a_hand_edited_manifest_is_read_or_refused_never_a_crash(failed_dir: Pat
     model.write_bytes(bytes(data))
     with pytest.raises(ModelError, match=r"joiner\.int8\.onnx\.json: unknown manifest format"):
         verify_model_file(model, use_cache=False)
+
+
+@pytest.mark.shared
+def test_doctor_names_an_int8_model_made_from_an_fp32_one_replaced_since(tmp_path: Path, speech: Path) -> None:
+    directory = make_transducer(tmp_path / "asr", "lstm", seed=5)
+    audio = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))[:4]
+    set_quiet(True)
+    try:
+        assert quantize_transducer(directory, audio=audio, options=QuantizeOptions(min_agreement=0.0)).passed
+    finally:
+        set_quiet(False)
+    (tmp_path / "voiced.toml").write_text(f'[asr]\nmodel = "{directory}"\n')
+    config = Config.from_file(tmp_path / "voiced.toml")
+    assert {c.status for c in check_models(config, DoctorOptions(load_models=False))} == {CheckStatus.OK}
+    joiner = onnx.load(str(directory / "joiner.onnx"))  # a retrained joiner, exported again
+    weight = next(t for t in joiner.graph.initializer if len(t.dims) == 2)
+    values = onnx.numpy_helper.to_array(weight).copy()
+    values.flat[0] += 0.5
+    weight.CopyFrom(onnx.numpy_helper.from_array(values, weight.name))
+    onnx.save(joiner, str(directory / "joiner.onnx"))
+    checks = check_models(config, DoctorOptions(load_models=False))
+    [warned] = [c for c in checks if c.status is CheckStatus.WARN]
+    assert "joiner.int8.onnx" in warned.message and "made from a joiner.onnx with sha256" in warned.message

@@ -168,12 +168,16 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
         except VoicedError as exc:
             return Check(key, CheckStatus.FAIL, str(exc), fix)
         notes.append("loads")
-    from voiced.models.manifest import failed_validation
+    from voiced.models.manifest import failed_validation, stale_source
 
     why = failed_validation(path)  # left for inspection, loaded only when no FP32 files are beside it
     if why is not None:
         return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [f"failed validation ({why})"]),
                      "quantize it again with more or better --audio, or delete it and its manifest")
+    stale = stale_source(path)  # still loads as it is, but it is not the model beside it any more
+    if stale is not None:
+        return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [stale]),
+                     "quantize it again (voiced-quantize), or it keeps running the older model")
     return Check(key, CheckStatus.OK, f"{path} " + (", ".join(notes) or "exists"))
 
 

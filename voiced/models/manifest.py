@@ -38,6 +38,7 @@ __all__ = [
     "failed_validation",
     "manifest_path",
     "sha256_file",
+    "stale_source",
     "validated_choice",
     "verify_model_file",
     "verify_model_files",
@@ -247,6 +248,22 @@ def failed_validation(path: str | Path) -> str | None:
         return _failures(Manifest.load(mpath)) if mpath.is_file() else None
     except ModelError:
         return None
+
+
+def stale_source(path: str | Path) -> str | None:
+    """When the FP32 model the INT8 file ``path`` was made from sits beside it, changed since (a
+    new export, a retrained model): what differs. None otherwise. Hashes that model: for doctor."""
+    mpath = manifest_path(path)
+    try:
+        source = Manifest.load(mpath).source if mpath.is_file() else {}
+    except ModelError:
+        return None
+    name, recorded = source.get("file"), source.get("sha256")
+    original = Path(path).with_name(str(name)) if name else None
+    if original is None or not original.is_file() or not isinstance(recorded, str):
+        return None
+    actual = sha256_file(original)
+    return None if actual == recorded else f"made from a {name} with sha256 {recorded}, the one beside it has {actual}"
 
 
 def validated_choice(paths: Sequence[Path]) -> list[Path]:
