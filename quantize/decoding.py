@@ -232,6 +232,12 @@ def quiet_log(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def quiet_manifest_check() -> contextlib.AbstractContextManager[None]:
+    """The files are loaded on purpose without manifests here: the FP32 sources, and the INT8
+    outputs before their manifests exist; voiced.models.manifest's warnings about that are noise."""
+    return quiet_log("voiced.models.manifest")
+
+
 def quiet_fp32_warning() -> contextlib.AbstractContextManager[None]:
     """The FP32 parts are loaded on purpose here; voiced.asr.model's 'loading FP32' warning is noise."""
     return quiet_log("voiced.asr.model")

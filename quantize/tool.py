@@ -24,6 +24,7 @@ from typing import Any
 import onnx
 
 from quantize.calibration import find_audio, load_npz, split, subsample
+from quantize.decoding import quiet_manifest_check
 from quantize.graph import describe, load_onnx
 from quantize.manifest import partial, publish, removed_on_failure
 from quantize.methods import choose_method, preprocess, quantize_file
@@ -114,7 +115,8 @@ def quantize_model(
     if out.resolve() == source.resolve():
         raise ConfigError("--output", f"would overwrite the source model {source}")
     check_output(out, options)
-    fp32 = create_session(source, SessionOptions(threads=1))  # proves onnxruntime can run it at all
+    with quiet_manifest_check():  # the FP32 source is loaded on purpose
+        fp32 = create_session(source, SessionOptions(threads=1))  # proves onnxruntime can run it at all
 
     task = make_task(kind, source, melspectrogram=melspectrogram, meta=meta)
     if kind is Kind.NPZ:
@@ -183,7 +185,8 @@ def quantize_model(
                 "seed": options.seed,
             },
         )
-        int8 = create_session(written, SessionOptions(threads=1))
+        with quiet_manifest_check():  # its manifest is written below, with the validation results
+            int8 = create_session(written, SessionOptions(threads=1))
         if task is not None and check_items:
             numeric_feeds = subsample(task.feeds(fp32, check_items, "validation inputs"), options.max_calibration)
             report.numeric = compare_outputs(fp32, int8, numeric_feeds)

@@ -30,7 +30,7 @@ from typing import Any
 import onnx
 
 from quantize.calibration import Feeds, calibration_and_check
-from quantize.decoding import PARTS, capture, compare_decoding, quiet_fp32_warning
+from quantize.decoding import PARTS, capture, compare_decoding, quiet_fp32_warning, quiet_manifest_check
 from quantize.decoding import fp16_reference as decode_fp16_reference
 from quantize.graph import describe, load_onnx
 from quantize.manifest import partial, publish, removed_on_failure
@@ -132,7 +132,7 @@ def quantize_transducer(
     directory = Path(directory)
     files = fp32_files(directory)
     cal_items, check_items = calibration_and_check(audio, validate_audio, options.holdout, options.seed)
-    with quiet_fp32_warning():
+    with quiet_fp32_warning(), quiet_manifest_check():
         fp32 = TransducerModel(files, SessionOptions(threads=1))
     sources = {"encoder": files.encoder, "decoder": files.decoder, "joiner": files.joiner}
     outputs = {part: default_output(path) for part, path in sources.items()}
@@ -176,7 +176,8 @@ def quantize_transducer(
                 )
 
         int8_files = ModelFiles(written["encoder"], written["decoder"], written["joiner"], files.tokens)
-        int8 = TransducerModel(int8_files, SessionOptions(threads=1))
+        with quiet_manifest_check():  # the manifests are written below, with the validation results
+            int8 = TransducerModel(int8_files, SessionOptions(threads=1))
         report = TransducerReport(directory, reports)
         task, captured, speed = compare_decoding(fp32, int8, check_items, options.max_calibration)
         for part, part_report in reports.items():

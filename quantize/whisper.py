@@ -21,7 +21,6 @@ outputs are also compared on the same inputs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import tempfile
 import time
@@ -34,7 +33,7 @@ import numpy as np
 import onnx
 
 from quantize.calibration import Feeds, calibration_and_check, subsample
-from quantize.decoding import _edit_distance, quiet_log
+from quantize.decoding import _edit_distance, quiet_manifest_check
 from quantize.frontends import load_audio
 from quantize.graph import describe, load_onnx
 from quantize.layernorm import lower_layer_norms
@@ -127,12 +126,6 @@ class WhisperReport:
         return "\n".join(lines)
 
 
-def _quiet_manifest_check() -> contextlib.AbstractContextManager[None]:
-    """The files are loaded on purpose without manifests here: the FP32 sources, and the INT8
-    outputs before their manifests exist; voiced.models.manifest's warnings about that are noise."""
-    return quiet_log("voiced.models.manifest")
-
-
 def _encoder_feeds(model: WhisperModel, items: Sequence[Any], limit: int, tail: int) -> list[Feeds]:
     """Encoder inputs as the recognizer builds them: Whisper log-mel + ``tail`` zero frames (≤ 30 s).
     ``tail`` = MAX_FRAMES pads every input to the full 30 s window (one shape, as calibration needs)."""
@@ -203,7 +196,7 @@ def quantize_whisper(
     files = whisper_fp32_files(directory)
     cal_items, check_items = calibration_and_check(audio, validate_audio, options.holdout, options.seed)
     session = SessionOptions(threads=1)
-    with _quiet_manifest_check():
+    with quiet_manifest_check():
         fp32_model = WhisperModel(files, session)
     config = WhisperConfig(threads=1)
     sources = {"encoder": files.encoder, "decoder": files.decoder}
@@ -264,7 +257,7 @@ def quantize_whisper(
                                  "calibration_inputs": len(feeds), "validation_files": len(check_items)},
                 )
 
-        with _quiet_manifest_check():  # the manifests are written below, with the validation results
+        with quiet_manifest_check():  # the manifests are written below, with the validation results
             int8_model = WhisperModel(WhisperFiles(written["encoder"], written["decoder"], files.tokens), session)
         fp32, int8 = WhisperRecognizer(fp32_model, config), WhisperRecognizer(int8_model, config)
         refs = find_references([item.path for item in check_items])
