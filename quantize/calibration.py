@@ -77,6 +77,9 @@ def calibration_and_check(audio: Sequence[str | Path], validate_audio: Sequence[
     cal_items, held_items = (items, []) if validate_items else split(items, holdout, seed)
     check_items = validate_items or held_items
     if not check_items:
+        if len(items) >= 2:  # --holdout 0 held nothing back
+            raise ConfigError("--holdout", f"{holdout} holds none of the {len(items)} utterances back for validation:"
+                              " raise it, or give --validate-audio")
         raise ConfigError("--audio", "need at least two utterances (one to calibrate on, one held back), or --validate-audio")
     return cal_items, check_items
 

@@ -74,6 +74,8 @@ class GraphInfo:
 def load_onnx(path: str | Path) -> onnx.ModelProto:
     """Load ``path`` as ONNX; a missing, non-ONNX or empty file raises ModelError naming it."""
     path = Path(path)
+    if path.is_dir():  # a recognizer's or a wake word's folder has its own commands
+        raise ModelError(f"{path} is a folder, not an .onnx file (folders: voiced-quantize asr DIR, wake-stream DIR)")
     if not path.is_file():
         raise ModelError(f"model file not found: {path}")
     try:

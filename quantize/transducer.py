@@ -56,7 +56,8 @@ def fp32_files(directory: str | Path) -> ModelFiles:
     """The FP32 files of a transducer directory (``ModelFiles.find`` would prefer INT8 ones)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ModelError(f"ASR model directory not found: {directory}")
+        raise ModelError(f"ASR model {directory}: a file, not a model directory" if directory.exists()
+                         else f"ASR model directory not found: {directory}")
     tokens = directory / "tokens.txt"
     if not tokens.is_file():
         raise ModelError(f"ASR model {directory}: tokens.txt is missing")

@@ -66,7 +66,8 @@ def whisper_fp32_files(directory: str | Path) -> WhisperFiles:
     """``<name>-encoder.onnx``, ``<name>-decoder.onnx``, ``<name>-tokens.txt`` (FP32, whatever INT8 files exist)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ModelError(f"ASR model directory not found: {directory}")
+        raise ModelError(f"ASR model {directory}: a file, not a model directory" if directory.exists()
+                         else f"ASR model directory not found: {directory}")
     tokens = sorted(directory.glob("*-tokens.txt"))
     if len(tokens) != 1:
         raise ModelError(f"Whisper model {directory}: expected one NAME-tokens.txt, found {len(tokens)}")

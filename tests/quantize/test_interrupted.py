@@ -81,3 +81,13 @@ def test_a_run_with_nothing_held_back_to_validate_on_is_refused(tmp_path: Path, 
     err = capsys.readouterr().err
     assert code == 2 and "--holdout" in err and "no inputs left to validate on" in err, err
     assert not list(tmp_path.glob("*.int8.onnx*")) and not list(tmp_path.glob(".*"))
+
+
+@pytest.mark.shared
+def test_an_asr_run_that_holds_nothing_back_says_which_option(tmp_path: Path, speech: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    directory = make_transducer(tmp_path / "asr", "lstm", seed=5)
+    audio = sorted((speech / "hifitts_6097_5min" / "audio").glob("*.wav"))[:4]
+    code = quantize_main(["asr", str(directory), *(a for f in audio for a in ("--audio", str(f))), "--holdout", "0", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--holdout: 0.0 holds none of the 4 utterances back" in err, err  # was "need two utterances"

@@ -307,6 +307,11 @@ def test_places_it_cannot_write_are_one_line_before_any_work(graphs, tmp_path, c
         err = capsys.readouterr().err
         assert err.startswith(f"voiced-quantize: error: {message}") and "Traceback" not in err, err
     assert not list(tmp_path.glob("*.int8.onnx*")) and not list(graphs["mlp"].parent.glob(".*.partial"))
+    # what a thing is, not that it is missing: a folder given as the model, a file given as the folder
+    assert main(["model", str(folder), "-q"]) == EXIT_ERROR
+    assert f"{folder} is a folder, not an .onnx file" in capsys.readouterr().err
+    assert main(["asr", str(afile), "--audio", str(afile), "-q"]) == EXIT_ERROR
+    assert f"ASR model {afile}: a file, not a model directory" in capsys.readouterr().err
     for option, value in (("--holdout", "1.5"), ("--min-agreement", "2"), ("--speed-runs", "-1")):
         assert main([str(graphs["mlp"]), option, value, "-q"]) == EXIT_ERROR
         assert capsys.readouterr().err.startswith(f"voiced-quantize: error: {option}: must be")  # as typed

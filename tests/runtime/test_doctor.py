@@ -136,6 +136,10 @@ def test_broken_setup_says_what_to_fix(tmp_path: Path) -> None:
     assert "voiced_no_such_pcm" in checks["capture"].message and "arecord -L" in checks["capture"].fix
     assert checks["vad.model"].status is CheckStatus.FAIL and "missing.onnx does not exist" in checks["vad.model"].message
     assert checks["asr.model"].status is CheckStatus.FAIL and "encoder" in checks["asr.model"].message
+    folder = write_config(tmp_path / "folder.toml", source="none", vad=tmp_path / "asr", asr=None, host="127.0.0.1",
+                          port=port)  # the model's folder given for the file: said so, not "does not exist"
+    vad = by_name(run_checks(folder, options))["vad.model"]
+    assert vad.status is CheckStatus.FAIL and "asr is a folder, not the Silero .onnx file" in vad.message
     assert checks["broker"].status is CheckStatus.FAIL
     assert f"127.0.0.1:{port} unreachable" in checks["broker"].message and str(config) in checks["broker"].fix
     assert checks["governor"].status is CheckStatus.WARN and "voiced-cpu-performance" in checks["governor"].fix

@@ -58,7 +58,8 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
         if Path(vad_model).is_file():
             files.append(("vad.model", Path(vad_model)))
         else:
-            checks.append(Check("vad.model", CheckStatus.FAIL, f"{vad_model} does not exist",
+            what = "is a folder, not the Silero .onnx file" if Path(vad_model).is_dir() else "does not exist"
+            checks.append(Check("vad.model", CheckStatus.FAIL, f"{vad_model} {what}",
                                 "install it with `voiced models` or correct vad.model"))
     asr_model = getattr(config.asr, "model", None)
     if asr_model is None:
