@@ -91,7 +91,8 @@ class HermesAdapter:
         # the outbox makes the state directory itself: on a full or read-only disk it starts from memory
         state_dir, runtime_dir = config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir()
         held = None if runtime_dir is None else str(runtime_dir / HELD_FILE)
-        self.client = MqttClient(config.mqtt.for_site(self.site_id), Outbox(OutboxConfig(path=str(state_dir / OUTBOX_FILE), held_path=held)))
+        outbox = Outbox(OutboxConfig(path=str(state_dir / OUTBOX_FILE), held_path=held))
+        self.client = MqttClient(config.mqtt.for_site(self.site_id), outbox)
         self.stats_sections: dict[str, Callable[[], object]] = {}
         """More sections of the stats message, by name (the other protocol adapters')."""
         wake = core.models.wake
