@@ -133,7 +133,8 @@ def check_profile(options: DoctorOptions) -> tuple[list[Check], HardwareProfile 
         if wanted is None:
             continue
         expected = (wanted & have) or have
-        applied = _in_thread(functools.partial(pin_current_thread, expected, label=f"doctor {stage}"))  # said below, not logged
+        # pinned to what it expects: the check says it, no log warning repeats it
+        applied = _in_thread(functools.partial(pin_current_thread, expected, label=f"doctor {stage}"))
         if applied != expected:
             checks.append(Check(f"affinity {stage}", CheckStatus.FAIL,
                                 f"asked for cores {format_cpu_list(expected)}, kernel reports {format_cpu_list(applied)}",

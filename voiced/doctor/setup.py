@@ -83,7 +83,6 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
     wake = getattr(config, "wake", None)
     if wake is not None and wake.models and wake.directory is not None:
         from voiced.wake.frontend import FRONTEND_STREAM
-
         from voiced.wake.model import WakeModel, check_made_from
 
         stream = Path(wake.directory) / FRONTEND_STREAM
