@@ -62,7 +62,8 @@ class ModelFiles:
                 raise ModelError(f"ASR model {directory}: {whisper[0].name} is a Whisper export's, but "
                                  f"{name}-tokens.txt is missing")
             raise ModelError(f"ASR model {directory}: tokens.txt is missing")
-        encoder, decoder, joiner = validated_choice([_pick(directory, part) for part in ("encoder", "decoder", "joiner")])
+        picked = [_pick(directory, part) for part in ("encoder", "decoder", "joiner")]
+        encoder, decoder, joiner = validated_choice(picked)
         return cls(encoder=encoder, decoder=decoder, joiner=joiner, tokens=tokens)
 
 

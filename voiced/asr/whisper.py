@@ -159,7 +159,8 @@ class WhisperRecognizer:
     def __init__(self, model: WhisperModel, config: WhisperConfig) -> None:
         self.model = model
         self.config = config
-        model.initial_tokens(config.language, config.translate)  # a language the model lacks: said now, not per utterance
+        # a language a multilingual model lacks: said at load, not at every utterance
+        model.initial_tokens(config.language, config.translate)
         if config.language not in (None, "en") and not model.multilingual:
             log.warning("%s is English-only: language %r does nothing (a multilingual Whisper model uses it)",
                         model.files.encoder, config.language)

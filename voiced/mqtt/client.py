@@ -428,9 +428,10 @@ class MqttClient:
             self._brief = self._brief + 1 if time.monotonic() - self._connected_at < BRIEF_S else 0
             if self._brief >= BRIEF_IN_A_ROW:
                 # A broker drops the older of two clients with one id: both then reconnect, for ever.
-                log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1),"the broker ended %d connections in a row within %.0f s of accepting them: is another "
-                            "client using client id %r (devices cloned from one image share a host name)? "
-                            "Set [mqtt] client_id", self._brief, BRIEF_S, self.config.resolved_client_id)
+                log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1),
+                        "the broker ended %d connections in a row within %.0f s of accepting them: is another "
+                        "client using client id %r (devices cloned from one image share a host name)? "
+                        "Set [mqtt] client_id", self._brief, BRIEF_S, self.config.resolved_client_id)
 
     def _next_delay(self) -> float:
         # Called before each of paho's reconnect waits: the wait is then exactly our delay.
