@@ -147,6 +147,21 @@ def test_a_directory_loads_its_yaml_files(tmp_path: Path) -> None:
          "lists:\n  name:\n    values: ['k(tchen light']\n", "template 'k(tchen light' does not parse"),
         ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn on {name}']\n"
          "lists:\n  name:\n    values: [{in: 'k(tchen', out: k}]\n", "lists.name.values[0]"),
+        # found by a helper: these passed doctor, then failed at the first match (RecursionError,
+        # AttributeError: six of them stopped the daemon) or spelled out a billion numbers
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['go <loop>']\n"
+         "expansion_rules:\n  loop: '[x] <loop>'\n", "expansion_rules.loop in"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['go <a>']\n"
+         "expansion_rules:\n  a: 'x <b>'\n  b: 'y <a>'\n", "refers to itself (<a> -> <b> -> <a>)"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['hi there']\n        slots: [1, 2]\n",
+         "intents.X.data[0].slots"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['hi']\n        requires_context: [a]\n",
+         "intents.X.data[0].requires_context"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['hi']\n        metadata: 5\n",
+         "intents.X.data[0].metadata"),
+        ("language: en\nskip_words: [5, um]\nintents: {}\n", "skip_words"),
+        ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['set to {n}']\n"
+         "lists:\n  n:\n    range: {from: 0, to: 1000000000}\n", "0..1000000000 holds 1,000,000,001 numbers"),
     ],
 )
 def test_bad_files_are_config_errors_naming_the_file(tmp_path: Path, content: str, fragment: str) -> None:
@@ -174,17 +189,32 @@ def test_missing_files_and_rules(tmp_path: Path) -> None:
         IntentRecognizer.load([nolang])
 
 
-def test_a_config_list_value_that_does_not_parse_is_a_config_error(tmp_path: Path) -> None:
-    """Found by fuzzing (seed 15): [intents.lists] values are templates to hassil; a stray "(" raised
-    hassil's ParseError out of the config load."""
+def test_a_config_list_value_is_literal_text_even_with_a_stray_bracket(tmp_path: Path) -> None:
+    """Found by fuzzing (seed 15): hassil parsed [intents.lists] values as templates, and a stray "("
+    raised its ParseError out of the config load; then it was a ConfigError blaming the template
+    file. The README says they are literal: "TV (den" is a name."""
     from voiced.intentconfig import IntentsSection, SlotLists
 
     templates = tmp_path / "on.yaml"
     templates.write_text("language: en\nintents:\n  X:\n    data:\n      - sentences: ['turn on {name}']\n")
-    lists = SlotLists.from_config({"name": ["k(tchen light"]}, "intents.lists", "voiced.toml")
-    section = IntentsSection(templates=(str(templates),), lists=lists)
-    with pytest.raises(ConfigError, match="malformed templates.*k\\(tchen light"):
-        IntentRecognizer.from_section(section, "voiced.toml")
+    lists = SlotLists.from_config({"name": ["k(tchen light", "TV (den)"]}, "intents.lists", "voiced.toml")
+    recognizer = IntentRecognizer.from_section(IntentsSection(templates=(str(templates),), lists=lists), "voiced.toml")
+    assert [s.value for s in recognizer.recognize("turn on k(tchen light").slots] == ["k(tchen light"]
+    assert recognizer.recognize("turn on TV den") is None  # "(den)" is no optional group
+
+
+def test_an_intent_filter_chooses_among_the_intents_it_allows(tmp_path: Path) -> None:
+    """Rhasspy filters before it picks the best; voiced picked the best of all and then dropped it,
+    so an allowed intent that also matched was lost (a dialogue manager's yes/no follow-up)."""
+    both = tmp_path / "both.yaml"
+    both.write_text("language: en\nintents:\n  Lights:\n    data:\n      - sentences: ['turn on the lamp']\n"
+                    "  Power:\n    data:\n      - sentences: ['turn on the (lamp|fan)']\n")
+    recognizer = IntentRecognizer.load([both])
+    best = recognizer.recognize("turn on the lamp").name
+    other = ({"Lights", "Power"} - {best}).pop()
+    assert recognizer.recognize("turn on the lamp", only=[other]).name == other
+    assert recognizer.recognize("turn on the lamp", only=["Nothing"]) is None
+    assert recognizer.recognize("turn on the lamp").name == best  # unfiltered: as before
 
 
 def test_a_backwards_range_names_its_list_and_file(tmp_path: Path) -> None:

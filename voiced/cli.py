@@ -225,6 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 daemon.reload(Config.from_file(args.config))
             except VoicedError as exc:  # a bad edit keeps the running configuration
                 log.error("reload failed, keeping the running configuration: %s", exc)
+            except Exception:  # noqa: BLE001 - nor may an edit nobody foresaw stop the daemon
+                log.exception("reload failed, keeping the running configuration")
             notifier.ready(daemon.status_line())
     log.info("stopping")
     notifier.stopping("stopping: draining the outbox")

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -247,18 +247,25 @@ class IntentRecognizer:
         """Every intent the templates can produce, sorted."""
         return tuple(sorted(self._intents.intents))
 
-    def recognize(self, text: str) -> Intent | None:
+    def recognize(self, text: str, only: Iterable[str] | None = None) -> Intent | None:
         """The best matching intent for ``text``, or None when no template matches (the last
-        ``RECENT_TEXTS`` texts' matches are kept)."""
+        ``RECENT_TEXTS`` texts' matches are kept). ``only``: the intents that may match (Hermes'
+        intentFilter), chosen among before the best is taken, as Rhasspy filters: the best of
+        all templates may be another intent while an allowed one matches too."""
+        if only is not None:
+            return self._match(text, frozenset(only))
         return self._recognize(text) if len(text) <= RECENT_TEXT_CHARS else self._match(text)
 
-    def _match(self, text: str) -> Intent | None:
+    def _match(self, text: str, only: frozenset[str] | None = None) -> Intent | None:
         from hassil import recognize_best
 
-        if not text.strip() or not self._intents.intents:
+        templates = self._intents
+        if only is not None:
+            templates = replace(templates, intents={k: v for k, v in templates.intents.items() if k in only})
+        if not text.strip() or not templates.intents:
             return None
         # As Home Assistant's agent: the user's own sentences first, then results with a name.
-        result = recognize_best(text, self._intents, intent_context=self._context,
+        result = recognize_best(text, templates, intent_context=self._context,
                                 best_metadata_key=USER_SENTENCE, best_slot_name="name")
         if result is None:
             return None

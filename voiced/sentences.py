@@ -125,7 +125,7 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
     where = ", ".join(map(str, sentences.files)) or sentences.source
     try:
         _check_ranges(data)
-        intents = Intents.from_dict(data)
+        intents = Intents.from_dict(_without_values(data, sentences.literal_lists))
         unfilled = _unfilled_lists(intents)
         if unfilled:
             lists = dict(data["lists"])
@@ -139,7 +139,7 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
                     lists[name] = {"values": []}
             # Rebuilt rather than patched: hassil orders wildcard sentences at construction.
             data = {**data, "lists": lists}
-            intents = Intents.from_dict(data)
+            intents = Intents.from_dict(_without_values(data, sentences.literal_lists))
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.problem, where) from None
     except (KeyError, TypeError, ValueError, AttributeError, ParseError, AssertionError, IndexError) as exc:
@@ -150,15 +150,34 @@ def compile_sentences(sentences: Sentences) -> tuple[Intents, dict[str, Any]]:
     return intents, data
 
 
+MAX_RANGE_VALUES = 10_000
+"""Numbers one range list may hold: hassil spells each one out in words at the first number said
+in words (0..10**9 grew without bound; 0..100,000 took 22 s and 500 MB)."""
+
+
+def _without_values(data: dict, literal: Iterable[str]) -> dict:
+    """``data`` with the config's lists empty: hassil parses every list value as a template ("TV
+    (den" failed as a group never closed); ``_literal_lists`` puts them back as plain text."""
+    names = set(literal)
+    return {**data, "lists": {name: {"values": []} if name in names else spec for name, spec in data["lists"].items()}}
+
+
 def _check_ranges(data: dict) -> None:
     """A range list hassil would refuse with a bare AssertionError ("start cannot be greater than
-    stop"), said with the list's name."""
+    stop"), or one too large to spell out, said with the list's name."""
     lists = data.get("lists")
     for name, spec in (lists.items() if isinstance(lists, dict) else ()):
         bounds = spec.get("range") if isinstance(spec, dict) else None
-        if isinstance(bounds, dict) and isinstance(bounds.get("from"), (int, float)) \
-                and isinstance(bounds.get("to"), (int, float)) and bounds["from"] > bounds["to"]:
-            raise ConfigError(f"lists.{name}.range", f"from {bounds['from']} is greater than to {bounds['to']}")
+        if not (isinstance(bounds, dict) and isinstance(bounds.get("from"), (int, float))
+                and isinstance(bounds.get("to"), (int, float))):
+            continue
+        start, stop, step = bounds["from"], bounds["to"], bounds.get("step", 1)
+        if start > stop:
+            raise ConfigError(f"lists.{name}.range", f"from {start} is greater than to {stop}")
+        if isinstance(step, (int, float)) and step > 0 and (stop - start) / step + 1 > MAX_RANGE_VALUES:
+            raise ConfigError(f"lists.{name}.range", f"{start}..{stop} holds {int((stop - start) / step) + 1:,} "
+                              f"numbers; at most {MAX_RANGE_VALUES:,} (each is spelled out in words), or use a "
+                              "wildcard list")
 
 
 # -- sources --------------------------------------------------------------------------------------
@@ -230,6 +249,10 @@ def expand_paths(patterns: Iterable[str]) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(files))
 
 
+_BLOCK_MAPPINGS = ("slots", "requires_context", "excludes_context", "metadata", "lists", "expansion_rules")
+"""The keys of a template block that hold a mapping (name: value) when present."""
+
+
 def read_template_file(path: Path) -> dict[str, Any]:
     """One template file, parsed and checked, so errors can name it."""
     from hassil import parse_sentence
@@ -252,8 +275,9 @@ def read_template_file(path: Path) -> dict[str, Any]:
     for section in ("intents", "lists", "expansion_rules"):
         if not isinstance(data.get(section, {}), dict):
             raise ConfigError(section, "must be a mapping", source)
-    if not isinstance(data.get("skip_words", []), list):
-        raise ConfigError("skip_words", "must be a list", source)
+    skip_words = data.get("skip_words", [])
+    if not isinstance(skip_words, list) or not all(isinstance(w, str) for w in skip_words):
+        raise ConfigError("skip_words", "must be a list of words", source)
     templates: list[tuple[str, str]] = [(f"expansion_rules.{k}", v) for k, v in data.get("expansion_rules", {}).items()]
     for name, body in data.get("intents", {}).items():
         blocks = body.get("data") if isinstance(body, dict) else None
@@ -263,6 +287,9 @@ def read_template_file(path: Path) -> dict[str, Any]:
             sentences = block.get("sentences") if isinstance(block, dict) else None
             if not isinstance(sentences, list):
                 raise ConfigError(f"intents.{name}.data[{i}]", "needs a list under 'sentences'", source)
+            for key in _BLOCK_MAPPINGS:  # hassil reads them as mappings at the first match, not at load
+                if not isinstance(block.get(key, {}), dict):
+                    raise ConfigError(f"intents.{name}.data[{i}].{key}", "must be a mapping", source)
             templates += [(f"intents.{name}.data[{i}].sentences", s) for s in sentences]
     for name, body in data.get("lists", {}).items():  # a value's "in" text is a template to hassil too
         values = body.get("values") if isinstance(body, dict) else None
@@ -340,13 +367,19 @@ def _names_by_domain(intents: Intents) -> None:
             data.requires_context.pop("domain")  # IntentData is frozen; its dict is not
 
 
-def walk(expr: Expression, rules: Mapping[str, Any], active: set[str]) -> Iterator[Expression]:
-    """Every expression under ``expr``, expanding rules (each once per path, so cycles end)."""
+def walk(expr: Expression, rules: Mapping[str, Any], active: set[str] | tuple[str, ...]) -> Iterator[Expression]:
+    """Every expression under ``expr``, expanding rules. A rule that refers to itself, directly or
+    through others, is a ConfigError: hassil's matcher and the sentence automaton would recurse
+    until Python's stack runs out (a traceback at the first query, or a daemon killed by a reload)."""
     from hassil.expression import Group, RuleReference
 
+    path = tuple(active)
     yield expr
     if isinstance(expr, Group):
         for item in expr.items:
-            yield from walk(item, rules, active)
-    elif isinstance(expr, RuleReference) and expr.rule_name in rules and expr.rule_name not in active:
-        yield from walk(rules[expr.rule_name].expression, rules, active | {expr.rule_name})
+            yield from walk(item, rules, path)
+    elif isinstance(expr, RuleReference) and expr.rule_name in rules:
+        if expr.rule_name in path:
+            loop = " -> ".join(f"<{name}>" for name in (*path[path.index(expr.rule_name):], expr.rule_name))
+            raise ConfigError(f"expansion_rules.{expr.rule_name}", f"refers to itself ({loop})")
+        yield from walk(rules[expr.rule_name].expression, rules, (*path, expr.rule_name))
