@@ -160,6 +160,8 @@ def test_a_directory_loads_its_yaml_files(tmp_path: Path) -> None:
         ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['hi']\n        metadata: 5\n",
          "intents.X.data[0].metadata"),
         ("language: en\nskip_words: [5, um]\nintents: {}\n", "skip_words"),
+        ("language: en\nintents: {}\nlists:\n  x: [a, b]\n", "lists.x in"),  # was AttributeError's repr
+        ("language: en\nintents: {}\nlists:\n  x:\n    values: [{out: a}]\n", "lists.x.values[0] in"),  # KeyError('in')
         ("language: en\nintents:\n  X:\n    data:\n      - sentences: ['set to {n}']\n"
          "lists:\n  n:\n    range: {from: 0, to: 1000000000}\n", "0..1000000000 holds 1,000,000,001 numbers"),
     ],

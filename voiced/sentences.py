@@ -292,8 +292,16 @@ def read_template_file(path: Path) -> dict[str, Any]:
                     raise ConfigError(f"intents.{name}.data[{i}].{key}", "must be a mapping", source)
             templates += [(f"intents.{name}.data[{i}].sentences", s) for s in sentences]
     for name, body in data.get("lists", {}).items():  # a value's "in" text is a template to hassil too
-        values = body.get("values") if isinstance(body, dict) else None
-        for i, value in enumerate(values if isinstance(values, list) else []):
+        if not isinstance(body, dict) or not {"values", "range", "wildcard"} & body.keys():
+            raise ConfigError(f"lists.{name}", "must be a mapping with values, range or wildcard", source)
+        values = body.get("values", [])
+        if not isinstance(values, list):
+            raise ConfigError(f"lists.{name}.values", "must be a list", source)
+        if "range" in body and not isinstance(body["range"], dict):
+            raise ConfigError(f"lists.{name}.range", "must be a mapping with from and to", source)
+        for i, value in enumerate(values):
+            if isinstance(value, dict) and "in" not in value:
+                raise ConfigError(f"lists.{name}.values[{i}]", "needs 'in' (what is said)", source)
             text = value.get("in") if isinstance(value, dict) else value
             if isinstance(text, str):
                 templates.append((f"lists.{name}.values[{i}]", text))
