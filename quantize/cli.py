@@ -163,9 +163,7 @@ def _options(args: argparse.Namespace) -> QuantizeOptions:
             seed=args.seed,
         )
     except ConfigError as exc:  # named as typed: --holdout, not holdout
-        if exc.key.startswith("-"):
-            raise
-        raise ConfigError(f"--{exc.key.replace('_', '-')}", exc.problem) from None
+        raise exc.as_option() from None
 
 
 def _cmd_model(args: argparse.Namespace) -> int:

@@ -22,6 +22,13 @@ class ConfigError(VoicedError):
         where = f" in {source}" if source else ""
         super().__init__(f"{key}{where}: {problem}")
 
+    def as_option(self) -> ConfigError:
+        """The same error named by its command-line option (``length_scale`` → ``--length-scale``),
+        for settings given on a command line; an error that names an option already is itself."""
+        if self.key.startswith("-"):
+            return self
+        return ConfigError(f"--{self.key.replace('_', '-')}", self.problem)
+
 
 class ModelError(VoicedError):
     """A model file is missing, unreadable, of the wrong layout or fails its checksum.

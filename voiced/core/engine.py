@@ -381,11 +381,11 @@ class Core:
                 self._utterance_session = None
                 return
             if self.mode is ListenMode.WAKE:
-                self._utterance_session = self.wake.session
+                self._utterance_session, callers = self.wake.session, False
                 if self.wake.session is None:
                     return
-            callers = self.mode is not ListenMode.WAKE and request is not None and request.callers_session
-            if self.mode is not ListenMode.WAKE:
+            else:
+                callers = request is not None and request.callers_session
                 self._utterance_session = request.session_id if callers else str(uuid.uuid4())
             self.counters.add("utterances")
             self._emit(SpeechStarted(self._utterance_session, ev.start, own_session=not callers))

@@ -17,6 +17,7 @@ from voiced.runtime.affinity import (
     available_cpus,
     check_governors,
     format_cpu_list,
+    kept_cpus,
     pin_current_thread,
     set_realtime,
 )
@@ -132,7 +133,7 @@ def check_profile(options: DoctorOptions) -> tuple[list[Check], HardwareProfile 
         wanted = profile.cpus(stage)
         if wanted is None:
             continue
-        expected = (wanted & have) or have
+        expected = kept_cpus(wanted, have)
         # pinned to what it expects: the check says it, no log warning repeats it
         applied = _in_thread(functools.partial(pin_current_thread, expected, label=f"doctor {stage}"))
         if applied != expected:

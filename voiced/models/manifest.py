@@ -240,24 +240,27 @@ def _failures(manifest: Manifest) -> str | None:
     return str(failures) if failures else "see the manifest"
 
 
-def failed_validation(path: str | Path) -> str | None:
-    """Why the INT8 file ``path`` failed validation when it was quantized, from the manifest beside
-    it; None when it passed, has no manifest, or the manifest cannot be read (loading says so)."""
+def _manifest_beside(path: str | Path) -> Manifest | None:
+    """The manifest beside ``path``; None when there is none or it cannot be read (loading says so)."""
     mpath = manifest_path(path)
     try:
-        return _failures(Manifest.load(mpath)) if mpath.is_file() else None
+        return Manifest.load(mpath) if mpath.is_file() else None
     except ModelError:
         return None
+
+
+def failed_validation(path: str | Path) -> str | None:
+    """Why the INT8 file ``path`` failed validation when it was quantized, from the manifest beside
+    it; None when it passed, has no manifest, or the manifest cannot be read."""
+    manifest = _manifest_beside(path)
+    return _failures(manifest) if manifest is not None else None
 
 
 def stale_source(path: str | Path) -> str | None:
     """When the FP32 model the INT8 file ``path`` was made from sits beside it, changed since (a
     new export, a retrained model): what differs. None otherwise. Hashes that model: for doctor."""
-    mpath = manifest_path(path)
-    try:
-        source = Manifest.load(mpath).source if mpath.is_file() else {}
-    except ModelError:
-        return None
+    manifest = _manifest_beside(path)
+    source = manifest.source if manifest is not None else {}
     name, recorded = source.get("file"), source.get("sha256")
     original = Path(path).with_name(str(name)) if name else None
     if original is None or not original.is_file() or not isinstance(recorded, str):

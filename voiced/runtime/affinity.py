@@ -31,6 +31,7 @@ __all__ = [
     "check_governors",
     "clamp_cpus",
     "format_cpu_list",
+    "kept_cpus",
     "ort_thread_affinities",
     "parse_cpu_list",
     "pin_current_thread",
@@ -97,8 +98,14 @@ def available_cpus() -> frozenset[int]:
     return frozenset(os.sched_getaffinity(os.getpid()))
 
 
+def kept_cpus(cpus: Iterable[int], allowed: Iterable[int]) -> frozenset[int]:
+    """The cores of ``cpus`` that are ``allowed``; all allowed ones when none of them is."""
+    allowed = frozenset(allowed)
+    return (frozenset(cpus) & allowed) or allowed
+
+
 def clamp_cpus(cpus: Iterable[int], available: Iterable[int] | None = None, label: str = "") -> frozenset[int]:
-    """``cpus`` ∩ ``available``; a warning names what was dropped; all available when nothing is left."""
+    """:func:`kept_cpus`, with a warning that names what was dropped."""
     wanted = frozenset(cpus)
     allowed = frozenset(available) if available is not None else available_cpus()
     kept = wanted & allowed

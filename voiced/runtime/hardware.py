@@ -18,7 +18,7 @@ from pathlib import Path
 
 from voiced.configfile import read_toml, section_from_dict
 from voiced.errors import ConfigError
-from voiced.runtime.affinity import available_cpus, clamp_cpus, format_cpu_list, ort_thread_affinities
+from voiced.runtime.affinity import available_cpus, clamp_cpus, format_cpu_list, kept_cpus, ort_thread_affinities
 from voiced.runtime.onnx import SessionOptions
 
 __all__ = [
@@ -167,7 +167,7 @@ class HardwareProfile:
         fitted, dropped = {}, set()
         for stage in Stage:
             cores = getattr(self.cores, stage.value)
-            kept = tuple(c for c in cores if c in have) or (tuple(sorted(have)) if cores else ())
+            kept = tuple(sorted(kept_cpus(cores, have))) if cores else ()
             fitted[stage.value] = kept
             dropped.update(set(cores) - have)
         if not dropped:

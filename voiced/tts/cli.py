@@ -95,7 +95,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         options = SynthesisOptions(speaker=speaker, length_scale=args.length_scale, noise_scale=args.noise_scale,
                                    noise_w=args.noise_w, volume=args.volume, sentence_silence=args.sentence_silence)
     except ConfigError as exc:  # named as the user wrote it: --length-scale, not length_scale
-        raise ConfigError(f"--{exc.key.replace('_', '-')}", exc.problem) from None
+        raise exc.as_option() from None
     started = time.perf_counter()
     # The voice's optimized graph is kept: the next ``say`` loads it in ~0.16 s instead of ~0.75 s.
     session = SessionOptions(threads=args.threads, graph_cache=default_graph_cache())
