@@ -228,6 +228,36 @@ def test_a_backwards_range_names_its_list_and_file(tmp_path: Path) -> None:
         IntentRecognizer.load([bad])
 
 
+def test_a_key_written_twice_is_an_error_naming_the_file_and_lines(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys: a second ``lists:`` dropped the first one's lists
+    (the sentences needing them became wildcards) without a word."""
+    from voiced.intentconfig import SlotLists
+
+    twice = tmp_path / "lights.yaml"
+    twice.write_text("language: en\nintents:\n  On:\n    data:\n      - sentences: ['turn on [the] {name}']\n"
+                     "lists:\n  name:\n    values: [lamp]\n"
+                     "intents:\n  Off:\n    data:\n      - sentences: ['turn off [the] {name}']\n")
+    with pytest.raises(ConfigError, match=r"lights\.yaml is not valid YAML: line 9: 'intents' a second time \(first on line 2\)$"):
+        IntentRecognizer.load([twice])
+    names = tmp_path / "names.yaml"
+    names.write_text("name: [attic fan]\narea: [attic]\nname: [cellar fan]\n")
+    with pytest.raises(ConfigError, match=r"^intents\.list_files in .*names\.yaml: .*'name' a second time"):
+        SlotLists.from_file(names)
+    # YAML's merge key may be overridden, and equal keys in different mappings are no duplicates
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("language: en\nintents:\n  Up:\n    data:\n      - &up\n        sentences: ['switch on {name}']\n"
+                      "        slots: {domain: light}\n      - <<: *up\n        slots: {domain: fan}\n"
+                      "  Down:\n    data:\n      - sentences: ['switch off {name}']\n"
+                      "lists:\n  name:\n    values: [lamp]\n")
+    recognizer = IntentRecognizer.load([merged])
+    assert recognizer.recognize("switch on lamp").name == "Up"  # type: ignore[union-attr]
+    assert recognizer.recognize("switch off lamp").name == "Down"  # type: ignore[union-attr]
+    # YAML 1.1 reads an intent named On as true: it was published as {"intentName": true}
+    merged.write_text(merged.read_text().replace("Up:", "On:"))
+    with pytest.raises(ConfigError, match=r"^intents\.True in .*merged\.yaml: an intent name must be text, YAML read this one as True: put it in quotes"):
+        IntentRecognizer.load([merged])
+
+
 def test_an_empty_recognizer_recognizes_nothing_and_boosts_nothing() -> None:
     from voiced.intentconfig import IntentsSection
 

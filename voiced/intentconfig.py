@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from voiced.errors import ConfigError
+from voiced.yamlfile import load_yaml
 
 __all__ = ["BuiltinSet", "IntentsSection", "ListValue", "SlotLists"]
 
@@ -111,7 +112,7 @@ class SlotLists:
         source = str(path)
         try:
             with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
+                data = load_yaml(f)
         except OSError as exc:
             raise ConfigError("intents.list_files", f"cannot read {path}: {exc.strerror}", source) from None
         except UnicodeDecodeError as exc:

@@ -37,6 +37,7 @@ import yaml
 
 from voiced.errors import ConfigError
 from voiced.intentconfig import BuiltinSet, IntentsSection, SlotLists
+from voiced.yamlfile import load_yaml
 
 if TYPE_CHECKING:
     from hassil import Intents
@@ -261,7 +262,7 @@ def read_template_file(path: Path) -> dict[str, Any]:
     source = str(path)
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = load_yaml(f)
     except OSError as exc:
         raise ConfigError("intents", f"cannot read {path}: {exc.strerror}", source) from None
     except UnicodeDecodeError as exc:
@@ -280,6 +281,9 @@ def read_template_file(path: Path) -> dict[str, Any]:
         raise ConfigError("skip_words", "must be a list of words", source)
     templates: list[tuple[str, str]] = [(f"expansion_rules.{k}", v) for k, v in data.get("expansion_rules", {}).items()]
     for name, body in data.get("intents", {}).items():
+        if not isinstance(name, str):  # YAML 1.1 reads On, Off, Yes, No as booleans, 1 as a number
+            raise ConfigError(f"intents.{name}", f"an intent name must be text, YAML read this one as {name!r}: "
+                              "put it in quotes", source)
         blocks = body.get("data") if isinstance(body, dict) else None
         if not isinstance(blocks, list):
             raise ConfigError(f"intents.{name}", "needs a list under 'data'", source)
