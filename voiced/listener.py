@@ -58,7 +58,9 @@ class Listener:
                  keep_audio: bool = False, commands: SentenceSpace | None = None) -> None:
         self.recognizer = recognizer
         self.keep_audio = keep_audio
-        """Collect each utterance's samples for the final event (for cloud ASR); off: nothing is copied."""
+        """Collect the samples of each utterance that begins from now on for its final event (cloud ASR,
+        a listening request that asks for them); off: nothing is copied."""
+        self._keeping = False  # keep_audio as it was when the open utterance began
         self._audio: list[np.ndarray] = []
         self.endpointer = endpointer
         self.window_frames = window_frames
@@ -138,7 +140,7 @@ class Listener:
         self._start, self._audio_start, self._partial = start, audio_start, ""
         self._take_commands()
         self._active = True
-        self._audio = []
+        self._audio, self._keeping = [], self.keep_audio
         if self.recognizer is not None:
             if self._stream is None:
                 self._stream = self.recognizer.create_stream()
@@ -147,7 +149,7 @@ class Listener:
         return ListenEvent(ListenEventType.SPEECH_START, start, start, audio_start=audio_start)
 
     def _feed(self, audio: np.ndarray, now: float, partials: bool = True) -> Iterator[ListenEvent]:
-        if self.keep_audio and len(audio):
+        if self._keeping and len(audio):
             self._audio.append(np.asarray(audio, np.float32))
         rec, stream = self.recognizer, self._stream
         if rec is None or stream is None or not len(audio):
@@ -182,7 +184,7 @@ class Listener:
     def _end(self, end: float, result: RecognitionResult | None = None) -> Iterator[ListenEvent]:
         yield ListenEvent(ListenEventType.SPEECH_END, self._start, end, audio_start=self._audio_start)
         self._active = False
-        audio = np.concatenate(self._audio) if self.keep_audio and self._audio else None
+        audio = np.concatenate(self._audio) if self._keeping and self._audio else None
         self._audio = []
         self._matched = None
         if self.recognizer is not None and self._stream is not None:

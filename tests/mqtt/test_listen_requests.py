@@ -58,6 +58,7 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
     config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
                                  wake=dataclasses.replace(config.wake, models=()))
     sub = subscriber_factory(broker, "hermes/#")
+    rhasspy = subscriber_factory(broker, "rhasspy/#")
     daemon = Daemon(config, ListenMode.ON_REQUEST)
 
     def heard() -> float:  # stream time gone by (windows dropped while the machine lagged count too)
@@ -73,7 +74,8 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
     daemon.start()
     try:
         wait_until(lambda: heard() > starts[2] + 0.5, timeout=60, what="the first reader gone by")
-        request("startListening", "sl-command")  # stopOnSilence: the command, then the request ends
+        # stopOnSilence: the command, then the request ends; its audio is asked for too (Rhasspy)
+        request("startListening", "sl-command", sendAudioCaptured=True)
         wait_until(lambda: captured("sl-command"), timeout=60, what="the command's transcript")
         # the dialogue manager's session: no intent of voiced's own, the manager's query gets one
         [command_text] = captured("sl-command")
@@ -117,3 +119,23 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
              for p in sub.payloads("hermes/dialogueManager/sessionEnded")]
     assert started == ended == [own]
     assert len(sub.payloads("hermes/intent/HassTurnOn")) == 2  # one per command: none twice
+    # the one request that asked got the command's own samples back as WAV, and the others nothing
+    [(topic, wav_bytes, _)] = rhasspy.messages
+    assert topic == "rhasspy/asr/kitchen/sl-command/audioCaptured"
+    back, rate = read_wav(tmp_path / "back.wav", wav_bytes)
+    assert rate == 16000 and back.shape[1] == 1
+    _assert_holds_whole(read_wav(wav)[0][:, 0], back[:, 0], starts[4], starts[5])
+
+
+def _assert_holds_whole(audio: np.ndarray, back: np.ndarray, begin: float, end: float) -> None:
+    """``back`` is a stretch of ``audio`` (to one 16-bit step: voiced hears 16-bit samples as floats)
+    and holds all the sound between ``begin`` and ``end`` seconds."""
+    room, got = (np.round(a * 32768).astype(np.int32) for a in (audio, back))
+    first = int(np.argmax(np.abs(got) > 300))  # the first sound, to find where the stretch lies
+    probe = got[first:first + 400]
+    lo = max(0, int((begin - 2.0) * 16000))  # the utterance begins near ``begin``, pre-roll included
+    windows = np.lib.stride_tricks.sliding_window_view(room[lo:int((begin + 1.5) * 16000)], len(probe))
+    [at] = np.flatnonzero(np.abs(windows - probe).max(axis=1) <= 1) + lo - first
+    assert at >= 0 and np.abs(room[at:at + len(got)] - got).max() <= 1
+    sound = np.flatnonzero(np.abs(room[int(begin * 16000):int(end * 16000)]) > 300) + int(begin * 16000)
+    assert at <= sound[0] and at + len(got) > sound[-1], (at, len(got), sound[[0, -1]])

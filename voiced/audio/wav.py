@@ -23,7 +23,7 @@ import numpy as np
 
 from voiced.errors import AudioError
 
-__all__ = ["SampleFormat", "WavInfo", "WavReader", "read_wav", "write_wav"]
+__all__ = ["SampleFormat", "WavInfo", "WavReader", "encode_wav", "read_wav", "write_wav"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,12 @@ def read_wav(path: str | os.PathLike[str], data: bytes | None = None) -> tuple[n
 
 
 def write_wav(path: str | os.PathLike[str], samples: np.ndarray, rate: int, channels: int | None = None) -> None:
-    """Write 16-bit PCM.
+    """Write 16-bit PCM (see :func:`encode_wav`)."""
+    Path(path).write_bytes(encode_wav(samples, rate, channels))
+
+
+def encode_wav(samples: np.ndarray, rate: int, channels: int | None = None) -> bytes:
+    """A 16-bit PCM WAV file, in memory.
 
     ``samples`` is int16, or float in [-1, 1] (clipped), shaped (frames, channels) or 1-D:
     mono, or interleaved when ``channels`` > 1.
@@ -178,7 +183,7 @@ def write_wav(path: str | os.PathLike[str], samples: np.ndarray, rate: int, chan
     header = b"RIFF" + struct.pack("<I", 36 + len(body)) + b"WAVE"
     header += b"fmt " + struct.pack("<IHHIIHH", 16, _TAG_PCM, channels, rate, rate * channels * 2, channels * 2, 16)
     header += b"data" + struct.pack("<I", len(body))
-    Path(path).write_bytes(header + body)
+    return header + body
 
 
 MIN_RATE, MAX_RATE = 1_000, 768_000

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from enum import Enum, StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from voiced.audio.wav import write_wav
+from voiced.audio.wav import encode_wav
 from voiced.cloud.access import Access, http_client, status_error, transport_error
 from voiced.cloud.catalog import IntentCatalog
 from voiced.cloud.config import CloudConfig
@@ -189,24 +186,13 @@ class CloudClient:
 
 
 def wav_bytes(samples: np.ndarray, rate: int) -> bytes:
-    """A 16-bit mono WAV file of ``samples``, in memory (a memfd) where the OS has one."""
+    """A 16-bit mono WAV file of ``samples``, in memory."""
     data = np.asarray(samples)
     if data.ndim == 2 and data.shape[1] == 1:
         data = data[:, 0]
     if data.ndim != 1 or data.size == 0:
         raise CloudError(CloudErrorKind.CLIENT_ERROR, f"need non-empty mono samples, got shape {data.shape}")
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("voiced-upload", os.MFD_CLOEXEC)
-        try:
-            write_wav(f"/proc/self/fd/{fd}", data, rate)
-            with open(fd, "rb", closefd=False) as f:
-                return f.read()
-        finally:
-            os.close(fd)
-    with tempfile.TemporaryDirectory(prefix="voiced-upload-") as tmp:
-        path = Path(tmp) / "utterance.wav"
-        write_wav(path, data, rate)
-        return path.read_bytes()
+    return encode_wav(data, rate)
 
 
 def _strip_fence(content: str) -> str:

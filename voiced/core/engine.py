@@ -19,12 +19,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
-from voiced.audio.frames import Window, Windower
+from voiced.audio.frames import SAMPLE_RATE, Window, Windower
 from voiced.audio.source import AudioSource, NullSource
 from voiced.cloud.pool import CloudResult
 from voiced.config import Config
 from voiced.core.controls import CONTROLS_FILE, Controls, load_controls, save_controls
 from voiced.core.events import (
+    AudioCaptured,
     ControlsChanged,
     CoreEvent,
     EventHandler,
@@ -103,6 +104,7 @@ class Core:
         self.wake = WakeSessions(self)
         self.requests = ListenRequests(self)
         self.listener = self.models.new_listener()
+        self._cloud_audio = self.listener.keep_audio  # the cloud takes utterances' audio; requests may ask too
         self.feedback = Feedback(self, config.feedback, str(config.path) if config.path else None)
         self.subscribe(self.feedback.on_event)
         self.speaker: Speaker | None = None
@@ -351,6 +353,7 @@ class Core:
                 else:
                     # a wake sound is due: the command comes after it, not in the wake word's last window
                     if not self.feedback.holding() and self._hears(item):
+                        self.listener.keep_audio = self._cloud_audio or self.requests.wants_audio()
                         events += self.listener.process(item)
                     expected = item.end
             for ev in events:
@@ -417,6 +420,12 @@ class Core:
                 m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_correction(r, ev, session),
                                    language=m.intents.language)
         self._publish_transcript(ev, ev.text, session, confidence or 0.0, request)
+        self._hand_back_audio(ev, session, request)
+
+    def _hand_back_audio(self, ev: ListenEvent, session: str, request: ListenRequest | None) -> None:
+        """After its transcript, the audio of an utterance whose listening request asked for it."""
+        if request is not None and request.send_audio and ev.audio is not None:
+            self._emit(AudioCaptured(session, ev.audio, SAMPLE_RATE))
 
     def _on_cloud_text(self, result: CloudResult[str], ev: ListenEvent, session: str,
                        request: ListenRequest | None) -> None:
@@ -425,6 +434,7 @@ class Core:
         if not result.ok:
             log.warning("cloud ASR gave no transcript (%s)", result.outcome.value)
         self._publish_transcript(ev, text, session, 1.0, request)
+        self._hand_back_audio(ev, session, request)
 
     def _on_cloud_correction(self, result: CloudResult[str], ev: ListenEvent, session: str) -> None:
         if result.ok and result.value and result.value.strip() != ev.text.strip():

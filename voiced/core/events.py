@@ -11,11 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from voiced.intents import Intent
 from voiced.tts.requests import SpeechRequest
 from voiced.wake import Detection, Sensitivity
 
 __all__ = [
+    "AudioCaptured",
     "CoreEvent",
     "EventHandler",
     "IntentNotRecognized",
@@ -78,6 +81,8 @@ class ListenRequest:
     """Only these intents may be recognized."""
     stop_on_silence: bool = True
     """One utterance only: the request ends at the first endpoint."""
+    send_audio: bool = False
+    """The utterance's audio is handed back too (:class:`AudioCaptured`), after its transcript."""
 
     @property
     def callers_session(self) -> bool:
@@ -147,6 +152,15 @@ class Transcript:
 
 
 @dataclass(frozen=True)
+class AudioCaptured:
+    """What an utterance a listening request asked the audio of sounded like (16 kHz mono float)."""
+
+    session_id: str
+    samples: np.ndarray
+    sample_rate: int
+
+
+@dataclass(frozen=True)
 class TranscriptCorrected:
     """The cloud heard the utterance differently after its local transcript went out."""
 
@@ -201,6 +215,7 @@ class ControlsChanged:
     wake_sensitivity: Sensitivity
 
 
-CoreEvent = (SpeechStarted | PartialTranscript | SpeechEnded | Transcript | TranscriptCorrected | IntentRecognized
-             | IntentNotRecognized | SessionEnded | WakeDetected | SpeakingChanged | SpeechFinished | ControlsChanged)
+CoreEvent = (SpeechStarted | PartialTranscript | SpeechEnded | Transcript | AudioCaptured | TranscriptCorrected
+             | IntentRecognized | IntentNotRecognized | SessionEnded | WakeDetected | SpeakingChanged | SpeechFinished
+             | ControlsChanged)
 EventHandler = Callable[[CoreEvent], None]

@@ -67,6 +67,11 @@ class ListenRequests:
         with self._lock:
             return self._open is not None or self._stopped is not None or self.hearing is not None
 
+    def wants_audio(self) -> bool:
+        """Whether an utterance beginning now belongs to a request that asked for its audio."""
+        with self._lock:
+            return self._open is not None and self._open.send_audio
+
     def began(self) -> ListenRequest | None:
         """An utterance began: the request it belongs to (None: no request, not to be heard)."""
         with self._lock:

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from voiced import __version__
 from voiced.config import Config
 from voiced.core.engine import Core
+from voiced.audio.wav import encode_wav
 from voiced.core.events import (
+    AudioCaptured,
     ControlsChanged,
     CoreEvent,
     IntentNotRecognized,
@@ -180,6 +182,8 @@ class HermesAdapter:
                                                            "start": ev.start, "end": ev.end})
             self.client.publish(topics.transcript, state, retain=True)
             self.client.publish(topics.transcript_attributes, attributes, retain=True)
+        elif isinstance(ev, AudioCaptured):
+            self._publish_audio(ev)
         elif isinstance(ev, TranscriptCorrected):
             self._publish(hermes.text_captured(ev.text, 1.0, ev.seconds, site, ev.session_id))
         elif isinstance(ev, IntentRecognized):
@@ -206,6 +210,17 @@ class HermesAdapter:
             self._on_spoken(ev)
         elif isinstance(ev, ControlsChanged):
             self._publish_controls()
+
+    def _publish_audio(self, ev: AudioCaptured) -> None:
+        """Rhasspy's audioCaptured: QoS 0 and never stored (seconds of audio do not belong in the
+        outbox; the session that asked for it is over if the broker is away)."""
+        try:
+            topic = hermes.audio_captured_topic(self.site_id, ev.session_id)
+        except ValueError as exc:  # a caller's sessionId with "/" or "+" cannot name the topic
+            log.warning("audioCaptured not sent: %s", exc)
+            return
+        if not self.client.publish_live(topic, encode_wav(ev.samples, ev.sample_rate)):
+            log.warning("audioCaptured of session %s not sent: the broker is away", ev.session_id)
 
     def _publish_controls(self) -> None:
         """The switch's, the slider's and the select's state, retained: on every connection and after every change."""
@@ -270,7 +285,7 @@ class HermesAdapter:
             if request.session_id is not None:
                 self._sessions.tag(request.session_id, request.wakeword_id, request.lang)
             self.core.start_listening(ListenRequest(request.session_id, request.intent_filter,
-                                                    request.stop_on_silence))
+                                                    request.stop_on_silence, request.send_audio_captured))
 
     def _on_stop_listening(self, topic: str, payload: bytes) -> None:
         request = hermes.parse_stop_listening(payload)

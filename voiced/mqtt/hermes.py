@@ -46,6 +46,7 @@ from voiced.mqtt.hermes_out import (
 from voiced.mqtt.hermes_topics import (
     DEFAULT_SITE,
     Topic,
+    audio_captured_topic,
     for_site,
     hotword_detected_topic,
     intent_name_from_topic,
@@ -57,7 +58,7 @@ from voiced.mqtt.hermes_topics import (
 
 __all__ = [
     "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
-    "StopListening", "TerminationReason", "Topic", "TtsSay", "for_site", "hotword_detected", "hotword_detected_topic",
+    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "for_site", "hotword_detected", "hotword_detected_topic",
     "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "DEFAULT_SITE", "Topic", "for_site", "hotword_detected_topic", "intent_name_from_topic", "intent_topic", "play_bytes_topic",
+    "DEFAULT_SITE", "Topic", "audio_captured_topic", "for_site", "hotword_detected_topic", "intent_name_from_topic", "intent_topic", "play_bytes_topic",
     "play_finished_topic", "site_and_request_from_play_bytes",
 ]
 
@@ -72,6 +72,11 @@ def hotword_detected_topic(wakeword_id: str) -> str:
 def play_bytes_topic(site_id: str, request_id: str) -> str:
     """``hermes/audioServer/<siteId>/playBytes/<requestId>`` (payload: WAV bytes)."""
     return f"{_AUDIO_PREFIX}{_topic_level(site_id, 'site id')}/playBytes/{_topic_level(request_id, 'request id')}"
+
+
+def audio_captured_topic(site_id: str, session_id: str) -> str:
+    """``rhasspy/asr/<siteId>/<sessionId>/audioCaptured`` (payload: WAV bytes; Rhasspy's, not Snips')."""
+    return f"rhasspy/asr/{_topic_level(site_id, 'site id')}/{_topic_level(session_id, 'session id')}/audioCaptured"
 
 
 def play_finished_topic(site_id: str) -> str:
