@@ -6,6 +6,7 @@ Nothing here asserts a wall-clock time: the budget tests freeze the real worker 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -150,6 +151,26 @@ def test_a_frozen_worker_never_holds_the_caller_past_its_budget(ready: LlmFallba
     assert ready.answer("turn on the kitchen light", ROOMY_S).outcome in (LlmOutcome.INTENT, LlmOutcome.NONE)
     # Both the job and its cancel were waiting when the worker ran again: it stopped before the prompt.
     assert ready.worker.last_abandoned == (job, Finish.CANCELLED)
+
+
+def test_a_worker_that_never_ends_its_cancelled_job_is_restarted(ready: LlmFallback,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A hung worker (frozen here) answered every later request BUSY, each after its whole budget,
+    for as long as it hung: past its grace it is killed and a new one answers."""
+    pid = ready.worker.pid
+    assert pid is not None
+    ready.worker.cancel_grace_s = 0.0  # the grace is over at once (5 s by default)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert ready.answer("turn on the kitchen light", budget_s=0.2).outcome is LlmOutcome.BUDGET
+        with caplog.at_level(logging.WARNING, logger="voiced.llm"):
+            after = ready.answer("turn on the kitchen light", ROOMY_S + 30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed and reaped, as it should be
+            os.kill(pid, signal.SIGCONT)
+    assert after.outcome in (LlmOutcome.INTENT, LlmOutcome.NONE)
+    assert ready.worker.restarts == 1 and ready.worker.pid != pid and ready.worker.pending is None
+    assert any("did not end a cancelled job" in r.getMessage() for r in caplog.records)
 
 
 def test_the_first_request_does_not_wait_for_loading_past_its_budget(fallback: LlmFallback) -> None:

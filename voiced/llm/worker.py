@@ -12,7 +12,8 @@ that runs threads can deadlock the child; multiprocessing's spawn re-imports the
 or ``("failed", message)`` once, then for each job ``("token", id, token)``… and
 ``("end", id, GenerationEnd)``. The worker looks for a cancel between steps, so a
 cancelled job ends within one step. The parent never waits for that: the next request
-first reads the old job's end, within its own budget, and reports BUSY if it is late.
+first reads the old job's end, within its own budget, and reports BUSY if it is late; a job
+still running ``CANCEL_GRACE_S`` after its cancel means a hung worker, killed and started again.
 """
 
 from __future__ import annotations
@@ -36,9 +37,14 @@ from typing import Any
 from voiced.llm.config import Provider
 from voiced.llm.runtime import Finish, GenerationEnd, Job, ProviderChoice
 
-__all__ = ["Generation", "LlmWorker", "LoadInfo", "WorkerSettings", "WorkerState", "serve"]
+__all__ = ["CANCEL_GRACE_S", "Generation", "LlmWorker", "LoadInfo", "WorkerSettings", "WorkerState", "serve"]
 
 log = logging.getLogger(__name__)
+
+CANCEL_GRACE_S = 5.0
+"""How long a cancelled job may take to end: the worker looks for the cancel between steps, and
+even the prompt's step, the longest, ends well within this unless the worker hangs (then it is
+killed and started again; waiting would answer every request after it BUSY for ever)."""
 
 
 class WorkerState(Enum):
@@ -103,6 +109,9 @@ class LlmWorker:
         self._conn: Connection | None = None
         self._next_id = 0
         self._pending: int | None = None  # an aborted job whose end is still to be read
+        self._overdue_at = 0.0  # when the aborted job counts as hung (time.monotonic())
+        self.cancel_grace_s = CANCEL_GRACE_S
+        """How long an aborted job may take to end before the worker is restarted."""
         self.info: LoadInfo | None = None
         """Set once the model is loaded."""
         self.error: str | None = None
@@ -186,8 +195,12 @@ class LlmWorker:
         self._start()
         if not self._await_ready(deadline):
             return Generation(Finish.LOADING if self._state is WorkerState.LOADING else Finish.UNAVAILABLE)
-        if self._pending is not None and not self._drain(deadline):
-            return Generation(Finish.BUSY)
+        if self._pending is not None and not self._drain(min(deadline, self._overdue_at)):
+            if time.monotonic() < self._overdue_at:
+                return Generation(Finish.BUSY)
+            self._restart_hung()
+            if not self._await_ready(deadline):
+                return Generation(Finish.LOADING if self._state is WorkerState.LOADING else Finish.UNAVAILABLE)
         self._next_id += 1
         job = replace(job, id=self._next_id)
         try:
@@ -203,7 +216,7 @@ class LlmWorker:
             if msg is None:
                 if self._state is not WorkerState.READY:
                     return Generation(Finish.UNAVAILABLE, result.tokens)
-                self._pending = job.id
+                self._pending, self._overdue_at = job.id, time.monotonic() + self.cancel_grace_s
                 try:
                     self._conn.send(("cancel", job.id))  # the worker stops at its next step
                 except OSError:
@@ -268,6 +281,15 @@ class LlmWorker:
             log.warning("LLM provider %s was asked for but %s is used", choice.requested.value, choice.provider.value)
         if not info.guidance:
             log.warning("this onnxruntime-genai has no guidance: answers are checked only after generation")
+
+    def _restart_hung(self) -> None:
+        """The aborted job did not end within its grace: the worker hangs (or one step never ends)."""
+        pid = self.pid
+        self._stop(0.0)
+        self.restarts += 1
+        self.error = f"the LLM worker did not end a cancelled job within {self.cancel_grace_s:g} s"
+        log.warning("%s: worker %s killed, a new one loads the model", self.error, pid)
+        self._start()
 
     def _died(self, why: str) -> None:
         # Dying while loading is a broken model or runtime: retrying would only die again.
