@@ -73,15 +73,21 @@ def test_an_asked_for_gpu_that_is_absent_falls_back_to_the_cpu(tiny_model: Path,
         llm.close()
 
 
-def test_unmatched_utterances_get_a_valid_llm_intent_or_none(tiny_model: Path, recognizer: IntentRecognizer) -> None:
+def test_unmatched_utterances_get_a_valid_llm_intent_or_none(tiny_model: Path, recognizer: IntentRecognizer,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
     llm = LlmFallback.from_recognizer(LlmConfig(model=tiny_model, max_new_tokens=200, temperature=2.0, threads=1),
                                       recognizer)
     try:
         texts = ["set the bedroom lights to 40 percent", "could you brighten the kitchen", "lamp off please",
                  "what time is it"] * 4
-        answers = [llm.answer(t, ROOMY_S) for t in texts]
+        with caplog.at_level(logging.INFO, logger="voiced.llm"):
+            answers = [llm.answer(t, ROOMY_S) for t in texts]
     finally:
         llm.close()
+    # what people said is not in the INFO log (the cloud's calls keep it out too)
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LLM →")]
+    assert len(logged) == sum(a.intent is not None for a in answers)
+    assert not [m for m in logged for t in texts if t in m]
     assert recognizer.recognize(texts[0]) is None  # "bedroom" is not "bed room": no template matches
     assert {a.outcome for a in answers} <= {LlmOutcome.INTENT, LlmOutcome.NONE}, [(a.raw, a.problem) for a in answers]
     intents = [a.intent for a in answers if a.intent is not None]

@@ -162,8 +162,10 @@ class LlmFallback:
                   self.config.max_new_tokens, self.config.temperature)
         generation = self.worker.generate(job, deadline)
         result = self._judge(generation, catalog, text)
-        log.log(logging.INFO if result.intent else logging.DEBUG, "LLM %r → %s%s in %.2f s (%d tokens)%s",
-                text, result.outcome.value, f" {result.intent.name}" if result.intent else "", result.elapsed_s,
+        # what people said stays out of the INFO log, as the cloud calls' does; debug shows it
+        said = f" {text!r}" if log.isEnabledFor(logging.DEBUG) else ""
+        log.log(logging.INFO if result.intent else logging.DEBUG, "LLM%s → %s%s in %.2f s (%d tokens)%s",
+                said, result.outcome.value, f" {result.intent.name}" if result.intent else "", result.elapsed_s,
                 result.tokens, f": {result.problem}" if result.problem else "")
         return self._count(result)
 
