@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -302,6 +305,30 @@ def test_unmatched_text_goes_to_the_llm_and_comes_back_valid_or_not_recognized(
         assert {s.slot_name for s in intent.slots} <= {"name"}
     counters = daemon.counters.snapshot()
     assert counters.get("llm_intents", 0) + counters.get("llm_misses", 0) >= len(queries)
+
+    # a command the templates know is answered while the LLM thinks about others (here: is stuck on
+    # them): it queued behind each of them for its whole budget
+    def answers(prefix: str) -> list[str]:
+        return [t for t, body in answered_any(sub.messages) if body.get("id", "").startswith(prefix)]
+
+    pid = daemon.core.models.llm.worker.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for i in range(2):
+            query(broker, {"input": "it is cold in here", "siteId": "kitchen", "id": f"stuck-{i}"})
+        query(broker, {"input": "turn on the lamp", "siteId": "kitchen", "id": "known"})
+        sub.wait_for(lambda ms: answers("known"), "the known command's intent")
+        assert answers("known") == ["hermes/intent/HassTurnOn"] and not answers("stuck-")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    sub.wait_for(lambda ms: len(answers("stuck-")) == 2, "the LLM's answers, within their budget")
+
+
+def answered_any(messages: list) -> list[tuple[str, dict]]:
+    """(topic, payload) of every intent and intentNotRecognized among ``messages``."""
+    return [(t, json.loads(p)) for t, p, _ in messages
+            if t.startswith("hermes/intent/") or t == "hermes/nlu/intentNotRecognized"]
 
 
 # -- cloud fallback ---------------------------------------------------------------------------

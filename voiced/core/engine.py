@@ -50,6 +50,7 @@ from voiced.core.wake_sessions import WakeSessions
 from voiced.core.words import word_timings
 from voiced.errors import ConfigError
 from voiced.listener import ListenEvent, ListenEventType
+from voiced.llm.config import MAX_BUDGET_S
 from voiced.runtime.hardware import Stage, select_profile
 from voiced.runtime.notify import SystemdNotifier
 from voiced.runtime.supervisor import StageContext, Supervisor
@@ -65,6 +66,8 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.2
 """How often an idle stage wakes to check for stop (and beat its heartbeat)."""
+LLM_STAGE = "llm"
+"""The thread that waits for the LLM fallback (on the intent stage's cores: it mostly waits)."""
 
 WindowTap = Callable[[Window], None]
 """Sees every window the listen stage hears (not the muted ones), on the listen thread."""
@@ -163,6 +166,9 @@ class Core:
         sup.add_stage(Stage.CAPTURE, self._capture, p.cpus(Stage.CAPTURE), realtime_priority=p.realtime_priority)
         sup.add_stage(Stage.LISTEN, self._listen, p.cpus(Stage.LISTEN))
         sup.add_stage(Stage.INTENT, self._intent, p.cpus(Stage.INTENT))
+        if self.models.llm is not None:  # its turns wait apart: template matches never queue behind them
+            self.intent_stage.use_llm_lane()
+            sup.add_stage(LLM_STAGE, self._llm_turns, p.cpus(Stage.INTENT), heartbeat_timeout_s=2 * MAX_BUDGET_S)
         if self.speaker is not None:
             speaker = self.speaker
             sup.add_stage(Stage.SPEAK, lambda ctx: speaker.run(ctx.stop, ctx.beat), p.cpus(Stage.SPEAK))
@@ -372,6 +378,11 @@ class Core:
             utt = self.utterances.get(POLL_S)
             if utt is not None:
                 self.intent_stage.recognize(utt)
+
+    def _llm_turns(self, ctx: StageContext) -> None:
+        while not ctx.stop.is_set():
+            ctx.beat()
+            self.intent_stage.llm_turn(POLL_S)
 
     # -- listening → sessions and transcripts ----------------------------------------------
 
