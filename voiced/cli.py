@@ -17,6 +17,8 @@ from voiced.errors import AudioError, ConfigError, VoicedError
 
 if TYPE_CHECKING:
     from voiced.asr.loader import AsrFamily
+    from voiced.config import Config
+    from voiced.core.events import ListenMode
 
 __all__ = ["main"]
 
@@ -69,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
                        " Every config key is documented in README.md, section Configuration.")
     p.add_argument("--config", type=Path, default=Path("/etc/voiced/voiced.toml"), metavar="FILE",
                    help="TOML configuration (default: %(default)s)")
-    p.add_argument("--listen-mode", choices=["always", "on_request", "wake"], default="always",
+    p.add_argument("--listen-mode", choices=["always", "on_request", "wake"], default=None,
                    help="always: transcribe every utterance; on_request: only inside hermes/asr/startListening"
-                   " sessions; wake: only the utterance after a wake word of [wake] models (default: %(default)s)")
+                   " sessions; wake: only the utterance after a wake word of [wake] models (default: wake for"
+                   " a Wyoming satellite with [wake] models, else always)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("wyoming", help="serve Home Assistant's Wyoming protocol only (no MQTT)",
@@ -194,11 +197,27 @@ def _print_event(ev, as_json: bool, **extra: object) -> None:
         print(f"{prefix}[{ev.start:.2f}-{ev.end:.2f}] {ev.text}", flush=True)
 
 
+def _listen_mode(config: Config, asked: str | None) -> ListenMode:
+    """``--listen-mode``, or what the config implies: a Wyoming satellite with wake words streams the
+    utterance after each wake word, which only wake mode ends there (in ``always`` the wake word's
+    own utterance ended the pipeline: Home Assistant heard "alexa" and nothing more)."""
+    from voiced.core.events import ListenMode
+
+    satellite = config.wyoming.satellite and bool(config.wake.models)
+    if asked is None:
+        return ListenMode.WAKE if satellite else ListenMode.ALWAYS
+    mode = ListenMode(asked)
+    if satellite and mode is not ListenMode.WAKE:
+        log.warning("--listen-mode %s with a Wyoming satellite: its pipelines end with the wake word's own "
+                    "utterance, before the command (--listen-mode wake streams the command)", asked)
+    return mode
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import faulthandler
 
     from voiced.config import Config
-    from voiced.pipeline import Daemon, ListenMode
+    from voiced.pipeline import Daemon
     from voiced.runtime.hugepages import advise_huge_pages
     from voiced.runtime.notify import SystemdNotifier
 
@@ -206,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     notifier = SystemdNotifier()
     config = Config.from_file(args.config)
     notifier.status("loading models")
-    daemon = Daemon(config, ListenMode(args.listen_mode), notifier)
+    daemon = Daemon(config, _listen_mode(config, args.listen_mode), notifier)
     reload_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: daemon.supervisor.request_stop())
     signal.signal(signal.SIGINT, lambda *_: daemon.supervisor.request_stop())
@@ -253,7 +272,8 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config, wyoming=wy)
     notifier.status("loading models")
     server: WyomingServer | None = None
-    core = Core(config, notifier=notifier, status=lambda: f"{core.status_line()} · {server.status() if server else ''}")
+    core = Core(config, _listen_mode(config, None), notifier=notifier,
+                status=lambda: f"{core.status_line()} · {server.status() if server else ''}")
     server = WyomingServer(core, wy)
     signal.signal(signal.SIGTERM, lambda *_: core.supervisor.request_stop())
     signal.signal(signal.SIGINT, lambda *_: core.supervisor.request_stop())

@@ -40,13 +40,13 @@ HUMAN = "roots_19_morris_0269.wav"  # "they were men having no country to go bac
 
 
 @contextlib.contextmanager
-def voiced_run(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen]:
-    """``voiced run ARGS --config tmp_path/voiced.toml`` with ``tmp_path/asoundrc`` as its ALSA
+def voiced_run(tmp_path: Path, *args: str, command: str = "run") -> Iterator[subprocess.Popen]:
+    """``voiced COMMAND ARGS --config tmp_path/voiced.toml`` with ``tmp_path/asoundrc`` as its ALSA
     config and its output in ``voiced.log``; SIGTERM (then SIGKILL) on the way out."""
     env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{tmp_path / 'asoundrc'}", HOME=str(tmp_path),
                PYTHONPATH=str(REPO))
     with open(tmp_path / "voiced.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "voiced", "run", *args, "--config", str(tmp_path / "voiced.toml")],
+        proc = subprocess.Popen([sys.executable, "-m", "voiced", command, *args, "--config", str(tmp_path / "voiced.toml")],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
         try:
             yield proc

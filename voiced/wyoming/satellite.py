@@ -1,8 +1,9 @@
 """The satellite role: Home Assistant drives our microphone and speaker over one Wyoming connection.
 
 ``run-satellite`` arms it. A wake word (or, without wake word models, the VAD's speech start)
-triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then our capture
-(with its pre-roll) as ``audio-start``/``audio-chunk`` until our endpointer ends the speech
+triggers a pipeline run: ``detection`` + ``run-pipeline`` (asr → tts), then our capture (from
+the wake word's end; from the pre-roll on a VAD trigger) as ``audio-start``/``audio-chunk``
+until our endpointer ends the speech (wake mode: the command's, not the wake word's)
 or no speech follows the wake word within ``[wake] timeout_s`` (``audio-stop``), or Home
 Assistant says it has heard enough (``transcript``, ``voice-stopped``, ``error``). Home
 Assistant's reply comes back as ``audio-start``/``audio-chunk``/``audio-stop``: played through
@@ -154,8 +155,11 @@ class SatelliteSession:
         send(AudioStart(rate=RATE, width=2, channels=1).event())
         self.streaming, self._sent, self._session = True, 0, session
         self.core.counters.add("wyoming_satellite_pipelines")
-        for window in tuple(self._recent):  # the pre-roll: speech began before the trigger
-            self._stream(window)
+        if wake_word is None:  # the pre-roll: speech began before the VAD's trigger
+            for window in tuple(self._recent):
+                self._stream(window)
+        # after a wake word the command follows it: the wake word itself is no part of what Home
+        # Assistant transcribes (its agent matched no intent in "Alexa, what time is it?")
 
     def _on_window(self, window: Window) -> None:
         """On the listen thread, for every window heard (none while we speak: half-duplex)."""
