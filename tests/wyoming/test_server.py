@@ -272,6 +272,31 @@ def test_detect_fires_on_the_real_alexa_clip_and_not_on_other_speech(daemon, spe
 
 
 @pytest.mark.shared
+def test_detect_takes_names_as_satellites_write_them_and_listens_past_max_audio_s(daemon, speech) -> None:
+    """wyoming-satellite sends ``--wake-word-name`` (``hey_jarvis``, ``ALEXA``): matched as
+    wyoming-openwakeword matches them, where only "alexa" or "alexa_v0.1" woke us; and Home
+    Assistant's wake stage streams one request until a wake word: after max_audio_s (60 s) of it
+    the stream was cut and nothing more was ever detected."""
+    alexa, rate = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")
+
+    async def go(names: list[str], silence_s: float) -> Event:
+        client = await _client(daemon)
+        await client.write_event(Detect(names=names).event())
+        pad = np.zeros(int(rate * silence_s), np.float32)
+        await _stream_audio(client, _pcm(np.concatenate([pad, alexa[:, 0], pad[:rate]])), rate)
+        event = await client.read_event()
+        await client.disconnect()
+        return event
+
+    assert _run(go(["hey_jarvis", "ALEXA"], 1.0)).type == "detection"
+    before = daemon.counters.get("wyoming_unknown_wake_words")
+    assert _run(go(["hey_jarvis"], 1.0)).type == "not-detected"  # no such model: warned and counted
+    assert daemon.counters.get("wyoming_unknown_wake_words") == before + 1
+    late = _run(go(["alexa"], 61.0))
+    assert late.type == "detection" and late.data["timestamp"] > 61_000
+
+
+@pytest.mark.shared
 def test_recognize_answers_with_the_templates_intent_and_its_entities(daemon) -> None:
     async def go(text: str) -> Event:
         client = await _client(daemon)

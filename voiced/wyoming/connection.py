@@ -211,7 +211,13 @@ class Connection:
         if self._detecting:
             if self.models.wake is None:
                 raise _BadRequest("no wake word models are configured ([wake] models)")
-            self._wake = WakeRequest(self.models.wake.create_stream(), fmt, max_s, self._detect_names)
+            self._wake = WakeRequest(self.models.wake.create_stream(), fmt, self._detect_names)
+            if not any(map(self._wake.wants, self.models.wake.labels)):
+                self.server.counters.add("wyoming_unknown_wake_words")
+                n = self.server.counters.get("wyoming_unknown_wake_words")
+                log.log(sparse_level(n, first=3), "wyoming: detect asks for %s, and no [wake] model is one of them "
+                        "(%s): nothing will be detected", ", ".join(map(repr, self._detect_names or ())),
+                        ", ".join(self.models.wake.labels))
             self._asr, self._pending = None, []  # one audio request at a time: the new one replaces the old
             return
         # audio without detect is for speech-to-text, whether or not transcribe came first

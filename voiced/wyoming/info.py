@@ -52,6 +52,12 @@ def wake_phrase(label: str) -> str:
     return re.sub(r"_v\d+(\.\d+)*$", "", label).replace("_", " ")
 
 
+def wake_key(name: str) -> str:
+    """How a wake word name compares, as wyoming-openwakeword compares them: ``Hey_Jarvis``,
+    ``hey jarvis`` and ``hey_jarvis_v0.1`` are one (satellites send ``--wake-word-name hey_jarvis``)."""
+    return wake_phrase(name.strip().lower())
+
+
 def describe(models: Models, config: WyomingConfig, site_id: str) -> Info:
     """The info event for this process's models; sections without a model are empty (HA then offers no entity)."""
     info = Info()

@@ -18,7 +18,7 @@ from voiced.core.models import Models
 from voiced.errors import AudioError
 from voiced.listener import ListenEventType, Listener
 from voiced.wake import Detection, WakeStream
-from voiced.wyoming.info import wake_phrase
+from voiced.wyoming.info import wake_key
 
 __all__ = ["AsrRequest", "AudioFormat", "AudioInput", "SentenceBuffer", "WakeRequest"]
 
@@ -49,12 +49,13 @@ class AudioFormat:
 class AudioInput:
     """Wyoming PCM (any rate, 8/16/32-bit, interleaved channels) → 16 kHz float32 mono."""
 
-    def __init__(self, fmt: AudioFormat, max_seconds: float) -> None:
+    def __init__(self, fmt: AudioFormat, max_seconds: float | None) -> None:
         self.format = fmt
         self._resampler = StreamingResampler(fmt.rate, SAMPLE_RATE)
         self._frame_bytes = fmt.width * fmt.channels
         self._left = b""  # a frame split across chunks
-        self.max_samples = int(max_seconds * SAMPLE_RATE)
+        self.max_samples = None if max_seconds is None else int(max_seconds * SAMPLE_RATE)
+        """None: no limit (audio that is not kept)."""
         self.samples = 0
         """16 kHz samples produced so far."""
         self.over_limit = False
@@ -71,7 +72,7 @@ class AudioInput:
         if self.format.channels > 1:
             samples = to_mono(samples.reshape(-1, self.format.channels))
         out = self._resampler.process(samples, last=last)
-        room = self.max_samples - self.samples
+        room = len(out) if self.max_samples is None else self.max_samples - self.samples
         if len(out) > room:
             out, self.over_limit = out[:max(room, 0)], True
         self.samples += len(out)
@@ -117,17 +118,24 @@ class AsrRequest:
 
 
 class WakeRequest:
-    """One ``detect``: the first detection of any wanted wake word, or none by the audio's end."""
+    """One ``detect``: the first detection of any wanted wake word, or none by the audio's end.
 
-    def __init__(self, stream: WakeStream, fmt: AudioFormat, max_seconds: float, names: tuple[str, ...] | None) -> None:
-        self.input = AudioInput(fmt, max_seconds)
+    The audio has no length limit: it is scored as it comes and not kept, and Home Assistant's wake
+    word stage streams one request until a wake word is heard, however long that takes."""
+
+    def __init__(self, stream: WakeStream, fmt: AudioFormat, names: tuple[str, ...] | None) -> None:
+        self.input = AudioInput(fmt, None)
         self._stream = stream
-        self._names = names
+        # Home Assistant asks by model name (alexa_v0.1), satellites and people by the phrase (hey_jarvis)
+        self._keys = frozenset(wake_key(n) for n in names) if names else None
+
+    def wants(self, label: str) -> bool:
+        """Whether a detection of ``label`` answers this request."""
+        return self._keys is None or wake_key(label) in self._keys
 
     def feed(self, payload: bytes) -> Detection | None:
         for detection in self._stream.accept_waveform(self.input.convert(payload)):
-            # Home Assistant asks by model name (alexa_v0.1); people by the phrase (alexa)
-            if not self._names or detection.label in self._names or wake_phrase(detection.label) in self._names:
+            if self.wants(detection.label):
                 return detection
         return None
 
