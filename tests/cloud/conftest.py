@@ -32,6 +32,9 @@ from voiced.runtime.backoff import BackoffPolicy
 """Generous: how long to wait for something that must happen."""
 HOLD_S = 30.0
 """How long a slow handler holds its answer unless released: far beyond every budget here."""
+TRICKLE_S = 0.05
+"""Pause between the bytes of a trickled answer: far shorter than every read timeout here,
+so only a deadline on the whole call can end it."""
 KEY = "sk-test-key"
 
 TEMPLATES = [
@@ -63,6 +66,11 @@ class Mode(Enum):
     """Every request is held until released (or HOLD_S)."""
     SLOW_CALLS = "slow_calls"
     """GET answers at once; POST is held."""
+    TRICKLE = "trickle"
+    """GET answers at once; POST answers 200, then its body one byte per TRICKLE_S, never
+    ending (until released or HOLD_S)."""
+    TRICKLE_HEADERS = "trickle_headers"
+    """Every request's status line and headers come one byte per TRICKLE_S, never ending."""
 
 
 @dataclass
@@ -169,6 +177,9 @@ class FakeCloud:
             self.held.set()
             self.release.wait(HOLD_S)
             self.answered_late.set()
+        if mode is Mode.TRICKLE_HEADERS or (mode is Mode.TRICKLE and method == "POST"):
+            self.held.set()
+            return self._trickle(h, headers_too=mode is Mode.TRICKLE_HEADERS)
         if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
             return self._send(h, 401, {"error": {"message": "bad key"}})
         if mode is Mode.SERVER_ERROR:
@@ -202,6 +213,24 @@ class FakeCloud:
                     seen.fields[str(name)] = payload.decode()
         elif raw:
             seen.body = json.loads(raw)
+
+    def _trickle(self, h: BaseHTTPRequestHandler, headers_too: bool) -> None:
+        """Answer one byte at a time, each well within a read timeout, and never finish."""
+        h.close_connection = True
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        try:
+            if headers_too:
+                h.wfile.write(head + b"X-Slow: ")
+            else:
+                h.wfile.write(head + b"Content-Length: 1000000\r\n\r\n")
+            h.wfile.flush()
+            for _ in range(int(HOLD_S / TRICKLE_S)):
+                if self.release.wait(TRICKLE_S):
+                    return
+                h.wfile.write(b"a" if headers_too else b" ")
+                h.wfile.flush()
+        except OSError:
+            pass  # the client gave up: what the tests want
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any) -> None:
         self._send_raw(h, status, json.dumps(body).encode(), "application/json")

@@ -65,6 +65,9 @@ def test_fenced_json_is_accepted_and_unknown_intent_is_none(fake: FakeCloud, cat
     (Mode.OK, '{"intent": 42}', CloudErrorKind.MALFORMED),
     (Mode.SERVER_ERROR, None, CloudErrorKind.SERVER_ERROR),
     (Mode.SLOW_CALLS, None, CloudErrorKind.TIMEOUT),
+    # Each byte well within the read timeout: only the call's whole deadline ends these.
+    (Mode.TRICKLE, None, CloudErrorKind.TIMEOUT),
+    (Mode.TRICKLE_HEADERS, None, CloudErrorKind.TIMEOUT),
 ])
 def test_failures_are_typed(fake: FakeCloud, catalog: IntentCatalog, mode: Mode, content: str | None,
                             kind: CloudErrorKind) -> None:
@@ -76,10 +79,12 @@ def test_failures_are_typed(fake: FakeCloud, catalog: IntentCatalog, mode: Mode,
         c.recognize_intent("turn on the light", catalog)
     assert err.value.kind is kind
     assert c.counters.get("cloud_intent_failures") == 1
+    assert c.counters.get(f"cloud_intent_error_{kind.value}") == 1
     if content is None:  # the mode spoils every POST, transcriptions too
         with pytest.raises(CloudError) as err:
             c.transcribe(speech(), 16_000)
         assert err.value.kind is kind and c.counters.get("cloud_asr_failures") == 1
+        assert c.counters.get(f"cloud_asr_error_{kind.value}") == 1
     if mode is Mode.SLOW_CALLS:
         assert not fake.answered_late.is_set()
 

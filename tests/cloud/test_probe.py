@@ -71,6 +71,17 @@ def test_slow_server_is_down_before_it_answers(fake: FakeCloud) -> None:
     assert fake.held.is_set() and not fake.answered_late.is_set()
 
 
+def test_a_server_trickling_its_headers_leaves_no_probe_thread_behind(fake: FakeCloud) -> None:
+    fake.mode = Mode.TRICKLE_HEADERS  # each byte within the read timeout: only the probe's deadline ends it
+    p = prober(fake.url, probe_budget_s=SHORT)
+    for _ in range(MAX_PROBE_THREADS):
+        result = p.check(force=True)
+        assert result.error is not None and result.error.kind is CloudErrorKind.TIMEOUT
+    fake.mode = Mode.OK
+    assert p.check(force=True).up  # the probe threads ended at their deadlines: none left to wait for
+    assert p.stats()["hung"] == 0
+
+
 def test_server_error_is_down(fake: FakeCloud) -> None:
     fake.mode = Mode.SERVER_ERROR
     result = prober(fake.url).check()

@@ -150,6 +150,21 @@ def test_answer_comes_by_the_budget_when_the_call_hangs(fake: FakeCloud, make_ro
     assert len(results.items) == 1  # the late answer was dropped, not delivered twice
 
 
+def test_a_trickled_answer_ends_at_the_call_deadline_and_frees_the_worker(
+        fake: FakeCloud, make_router: Callable[..., CloudRouter]) -> None:
+    fake.mode = Mode.TRICKLE  # the probe answers; the completion comes a byte at a time, forever
+    router = make_router(fake.url, workers=1, request_timeout_s=1.0, local_budget_s=4.0, failure_threshold=5)
+    result = router.submit_intent(TEXT, Results()).wait()
+    assert result is not None and result.outcome is CloudOutcome.FAILED  # the call's deadline, not local_budget_s
+    assert result.error is not None and result.error.kind is CloudErrorKind.TIMEOUT
+    stats = router.stats()
+    assert stats["counters"]["cloud_intent_error_timeout"] == 1
+    assert stats["breaker"]["consecutive_failures"] == 1  # a timeout counts toward the breaker
+    fake.mode = Mode.OK
+    after = router.submit_intent(TEXT, Results()).wait()
+    assert after is not None and after.outcome is CloudOutcome.OK, after  # the one worker is free again
+
+
 def test_busy_when_the_queue_is_full(fake: FakeCloud, make_router: Callable[..., CloudRouter]) -> None:
     fake.mode = Mode.SLOW
     router = make_router(fake.url, workers=1, queue_size=1, probe_budget_s=5.0, local_budget_s=10.0)
@@ -208,7 +223,7 @@ def _scenario(name: str, servers: list, certs: Certs | None) -> tuple[str, Calla
             bad.stop()
             servers.append(FakeCloud(bad.port, tls=certs.good).start())
         return bad.url, good, {"ca_file": certs.ca}
-    mode = {"slow": Mode.SLOW, "5xx": Mode.SERVER_ERROR, "malformed": Mode.MALFORMED}[name]
+    mode = {"slow": Mode.SLOW, "5xx": Mode.SERVER_ERROR, "malformed": Mode.MALFORMED, "trickle": Mode.TRICKLE}[name]
     fake = FakeCloud().start()
     servers.append(fake)
     fake.mode = mode
@@ -219,7 +234,7 @@ def _scenario(name: str, servers: list, certs: Certs | None) -> tuple[str, Calla
     return fake.url, heal, {}
 
 
-@pytest.mark.parametrize("name", ["closed", "black_hole", "slow", "5xx", "malformed", "bad_cert"])
+@pytest.mark.parametrize("name", ["closed", "black_hole", "slow", "5xx", "malformed", "trickle", "bad_cert"])
 def test_breaker_opens_after_failures_and_recovers(name: str, servers: list, request: pytest.FixtureRequest,
                                                    make_router: Callable[..., CloudRouter],
                                                    caplog: pytest.LogCaptureFixture) -> None:

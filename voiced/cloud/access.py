@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from voiced.cloud.config import CloudConfig
+from voiced.cloud.deadline import deadline_transport
 from voiced.cloud.errors import CloudError, CloudErrorKind
 
 if TYPE_CHECKING:  # httpx is imported where it is used: nothing heavy at import time
@@ -136,17 +137,18 @@ class CloudAccess:
 
 
 def http_client(config: CloudConfig, access: Access, timeout: httpx.Timeout) -> httpx.Client:
-    """A client for ``config.base_url``: verified TLS, the key as a bearer token, no redirects."""
+    """A client for ``config.base_url``: verified TLS, the key as a bearer token, no redirects;
+    its requests keep a :func:`~voiced.cloud.deadline.deadline` they are made in."""
     import httpx
 
     headers = {"User-Agent": "voiced"}
     if access.api_key:
         headers["Authorization"] = f"Bearer {access.api_key}"
-    transport = httpx.HTTPTransport(
-        verify=access.ssl_context,
+    transport = deadline_transport(
+        access.ssl_context,
         # Headers and body leave in separate writes: without this, Nagle holds the body
         # back until the server's delayed ACK (up to 40 ms per request).
-        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
     )
     return httpx.Client(
         base_url=config.root,

@@ -25,6 +25,7 @@ from voiced.audio.wav import encode_wav
 from voiced.cloud.access import Access, http_client, status_error, transport_error
 from voiced.cloud.catalog import IntentCatalog
 from voiced.cloud.config import CloudConfig
+from voiced.cloud.deadline import deadline
 from voiced.cloud.errors import CloudError, CloudErrorKind
 from voiced.intents import Intent
 from voiced.stages import Counters
@@ -151,10 +152,13 @@ class CloudClient:
         self.counters.add(Count.CALLS.of(kind))
         c = self.config
         t = c.local_budget_s if timeout_s is None else max(0.001, timeout_s)
-        timeout = httpx.Timeout(min(c.request_timeout_s, t), connect=min(c.connect_timeout_s, t), pool=t)
+        limit = min(c.request_timeout_s, t)
+        timeout = httpx.Timeout(limit, connect=min(c.connect_timeout_s, t), pool=t)
         start = time.monotonic()
         try:
-            with http.stream("POST", c.root + path, timeout=timeout, **request) as response:
+            # httpx's timeouts restart with each read: the deadline bounds the whole call, so a
+            # server trickling its answer cannot hold this worker (see voiced.cloud.deadline).
+            with deadline(start + limit), http.stream("POST", c.root + path, timeout=timeout, **request) as response:
                 status = response.status_code
                 body = bytearray()
                 for chunk in response.iter_bytes():

@@ -50,7 +50,8 @@ class CloudConfig:
     connect_timeout_s: float = 2.5
     """Connect (and TLS) timeout of a call."""
     request_timeout_s: float = 5.0
-    """Timeout of each read or write of a call (also capped by ``local_budget_s``)."""
+    """Whole time of a call — connect, upload and the complete answer, however slowly the
+    server sends it (also capped by the time left of ``local_budget_s``)."""
     local_budget_s: float = 6.0
     """Time from submitting a request to its answer: past it the caller is answered
     ``timed_out`` and keeps the local result. Submitting never blocks."""

@@ -22,6 +22,7 @@ from enum import Enum
 
 from voiced.cloud.access import CloudAccess, http_client, status_error, transport_error
 from voiced.cloud.config import CloudConfig
+from voiced.cloud.deadline import deadline
 from voiced.cloud.errors import CloudError, CloudErrorKind
 
 __all__ = ["ProbeResult", "ProbeStatus", "Prober"]
@@ -29,8 +30,8 @@ __all__ = ["ProbeResult", "ProbeStatus", "Prober"]
 log = logging.getLogger(__name__)
 
 MAX_PROBE_THREADS = 2
-"""Probe threads alive at once, at most: one past its deadline (httpx's own timeouts end it
-soon after) may overlap a new probe; a hung resolver cannot make more pile up."""
+"""Probe threads alive at once, at most: one past its deadline (its request's deadline ends
+it soon after) may overlap a new probe; a hung resolver cannot make more pile up."""
 
 
 class ProbeStatus(Enum):
@@ -185,8 +186,10 @@ class Prober:
 
         try:
             access = self._access.get()
-            # Only the status line and headers are read: a model list can be large.
-            with http_client(self.config, access, httpx.Timeout(budget)) as client, \
+            # Only the status line and headers are read: a model list can be large. The deadline
+            # ends this thread with its budget even when the headers come a byte at a time.
+            with deadline(time.monotonic() + budget), \
+                    http_client(self.config, access, httpx.Timeout(budget)) as client, \
                     client.stream("GET", self.config.root + self.config.probe_path) as response:
                 attempt.http_status = response.status_code
             attempt.error = _probe_error(attempt.http_status)
@@ -206,3 +209,4 @@ def _probe_error(status: int) -> CloudError | None:
     if error is not None and error.kind is CloudErrorKind.CLIENT_ERROR and not 300 <= status < 400:
         return None  # e.g. 404: a server without /v1/models is still reachable
     return error
+
