@@ -35,6 +35,8 @@ HOLD_S = 30.0
 TRICKLE_S = 0.05
 """Pause between the bytes of a trickled answer: far shorter than every read timeout here,
 so only a deadline on the whole call can end it."""
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Valid JSON nested far deeper than Python's recursion limit."""
 KEY = "sk-test-key"
 
 TEMPLATES = [
@@ -71,6 +73,8 @@ class Mode(Enum):
     ending (until released or HOLD_S)."""
     TRICKLE_HEADERS = "trickle_headers"
     """Every request's status line and headers come one byte per TRICKLE_S, never ending."""
+    DEEP_JSON = "deep_json"
+    """GET works; POST answers 200 with JSON nested too deeply to parse."""
 
 
 @dataclass
@@ -190,6 +194,8 @@ class FakeCloud:
             return self._send(h, 404, {"error": {"message": "not found"}})
         if mode is Mode.MALFORMED:
             return self._send_raw(h, 200, b"<html>this is not json", "text/html")
+        if mode is Mode.DEEP_JSON:
+            return self._send_raw(h, 200, DEEP.encode(), "application/json")
         if h.path == "/v1/audio/transcriptions":
             return self._send(h, 200, {"text": self.transcript})
         if h.path == "/v1/chat/completions":

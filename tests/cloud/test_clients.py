@@ -11,7 +11,7 @@ from voiced.cloud import CloudClient, CloudError, CloudErrorKind, IntentCatalog
 from voiced.cloud.access import CloudAccess
 from voiced.intents import IntentSource
 
-from .conftest import SHORT, BlackHole, FakeCloud, Mode, cloud_config
+from .conftest import DEEP, SHORT, BlackHole, FakeCloud, Mode, cloud_config
 
 SECRET = "please open the secret garage door"
 
@@ -68,6 +68,9 @@ def test_fenced_json_is_accepted_and_unknown_intent_is_none(fake: FakeCloud, cat
     # Each byte well within the read timeout: only the call's whole deadline ends these.
     (Mode.TRICKLE, None, CloudErrorKind.TIMEOUT),
     (Mode.TRICKLE_HEADERS, None, CloudErrorKind.TIMEOUT),
+    # Too deep for json.loads (RecursionError): the body, and the JSON inside the completion.
+    (Mode.DEEP_JSON, None, CloudErrorKind.MALFORMED),
+    (Mode.OK, DEEP, CloudErrorKind.MALFORMED),
 ])
 def test_failures_are_typed(fake: FakeCloud, catalog: IntentCatalog, mode: Mode, content: str | None,
                             kind: CloudErrorKind) -> None:

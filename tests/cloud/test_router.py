@@ -26,6 +26,7 @@ from voiced.intents import Intent, IntentRecognizer, IntentSource
 from voiced.runtime.backoff import BackoffPolicy
 
 from .conftest import (
+    DEEP,
     KEY,
     SHORT,
     TEMPLATES,
@@ -223,18 +224,24 @@ def _scenario(name: str, servers: list, certs: Certs | None) -> tuple[str, Calla
             bad.stop()
             servers.append(FakeCloud(bad.port, tls=certs.good).start())
         return bad.url, good, {"ca_file": certs.ca}
-    mode = {"slow": Mode.SLOW, "5xx": Mode.SERVER_ERROR, "malformed": Mode.MALFORMED, "trickle": Mode.TRICKLE}[name]
+    mode = {"slow": Mode.SLOW, "5xx": Mode.SERVER_ERROR, "malformed": Mode.MALFORMED, "trickle": Mode.TRICKLE,
+            "deep_json": Mode.DEEP_JSON, "deep_content": Mode.OK}[name]
     fake = FakeCloud().start()
     servers.append(fake)
     fake.mode = mode
+    answer = fake.chat_content
+    if name == "deep_content":
+        fake.chat_content = DEEP
 
     def heal() -> None:
         fake.mode = Mode.OK
+        fake.chat_content = answer
         fake.release.set()
     return fake.url, heal, {}
 
 
-@pytest.mark.parametrize("name", ["closed", "black_hole", "slow", "5xx", "malformed", "trickle", "bad_cert"])
+@pytest.mark.parametrize("name", ["closed", "black_hole", "slow", "5xx", "malformed", "trickle", "deep_json",
+                                  "deep_content", "bad_cert"])
 def test_breaker_opens_after_failures_and_recovers(name: str, servers: list, request: pytest.FixtureRequest,
                                                    make_router: Callable[..., CloudRouter],
                                                    caplog: pytest.LogCaptureFixture) -> None:
@@ -256,6 +263,7 @@ def test_breaker_opens_after_failures_and_recovers(name: str, servers: list, req
     assert router.breaker_state is BreakerState.CLOSED
     messages = [r.getMessage() for r in caplog.records]
     assert any("half-open" in m for m in messages) and any("circuit closed" in m for m in messages)
+    assert not any("unexpectedly" in m for m in messages)  # every failure was a CloudError
 
 
 def test_nothing_is_sent_while_open(fake: FakeCloud, make_router: Callable[..., CloudRouter]) -> None:

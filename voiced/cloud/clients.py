@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 MAX_ANSWER_BYTES = 1 << 20
 """Answers larger than this are refused: a transcript or an intent is a few hundred bytes."""
 
+MALFORMED_JSON = (ValueError, RecursionError)
+"""What ``json.loads`` raises for text that is no JSON it can hold: nesting deeper than
+Python's recursion limit (a few KB of ``[[[[``) is a RecursionError, not a ValueError."""
+
 INTENT_PROMPT = (
     "You map one spoken smart-home command to one of the known intents. The command comes "
     "from speech recognition and may contain recognition errors. Answer with one JSON object "
@@ -135,7 +139,7 @@ class CloudClient:
             intent = catalog.interpret(json.loads(_strip_fence(content)), text)
         except CloudError as exc:
             self._failed(CallKind.INTENT, exc)
-        except (KeyError, IndexError, TypeError, ValueError):
+        except (KeyError, IndexError, TypeError, *MALFORMED_JSON):
             self._failed(CallKind.INTENT, CloudError(CloudErrorKind.MALFORMED,
                                                      "the completion holds no JSON object as promised"))
         if intent is None:
@@ -174,7 +178,7 @@ class CloudClient:
             self._failed(kind, error, start)
         try:
             answer = json.loads(bytes(body))
-        except ValueError:
+        except MALFORMED_JSON:
             self._failed(kind, CloudError(CloudErrorKind.MALFORMED, f"HTTP {status} answer is not JSON", status), start)
         log.info("cloud %s: HTTP %d in %.0f ms (%d bytes sent, %d received)",
                  kind.value, status, (time.monotonic() - start) * 1000, sent, len(body))
