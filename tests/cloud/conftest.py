@@ -73,6 +73,8 @@ class Mode(Enum):
     ending (until released or HOLD_S)."""
     TRICKLE_HEADERS = "trickle_headers"
     """Every request's status line and headers come one byte per TRICKLE_S, never ending."""
+    REDIRECT = "redirect"
+    """Every request is answered 302 to another address."""
     DEEP_JSON = "deep_json"
     """GET works; POST answers 200 with JSON nested too deeply to parse."""
 
@@ -184,6 +186,12 @@ class FakeCloud:
         if mode is Mode.TRICKLE_HEADERS or (mode is Mode.TRICKLE and method == "POST"):
             self.held.set()
             return self._trickle(h, headers_too=mode is Mode.TRICKLE_HEADERS)
+        if mode is Mode.REDIRECT:
+            h.send_response(302)
+            h.send_header("Location", "http://127.0.0.1:9/elsewhere")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return None
         if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
             return self._send(h, 401, {"error": {"message": "bad key"}})
         if mode is Mode.SERVER_ERROR:

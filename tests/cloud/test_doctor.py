@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from voiced.bench.cloud import bench_cloud
 from voiced.cloud import CloudConfig, doctor_lines
 
-from .conftest import SHORT, BlackHole, FakeCloud, cloud_config
+from .conftest import KEY, SHORT, BlackHole, FakeCloud, Mode, cloud_config
 
 
 def test_disabled() -> None:
@@ -34,6 +36,23 @@ def test_unreachable_is_a_warning_with_a_fix(closed_url: str, black_hole: BlackH
     assert "port" in lines[1]
     lines = doctor_lines(cloud_config(black_hole.url, probe_budget_s=SHORT))
     assert "timeout" in lines[0] and "probe_budget_s" in lines[1]
+
+
+@pytest.mark.parametrize(("mode", "said", "fix"), [
+    (None, "reached, but it refused the API key (HTTP 401 in ", "api_key_file"),
+    (Mode.REDIRECT, "reached, but it redirects, and redirects are not followed (HTTP 302 in ", "base_url"),
+    (Mode.SERVER_ERROR, "reached, but the service failed (HTTP 500 in ", "service fails"),
+])
+def test_a_server_that_answers_is_reached_not_unreachable(servers: list, tmp_path: Path, mode: Mode | None,
+                                                          said: str, fix: str) -> None:
+    fake = FakeCloud(key=KEY).start()
+    servers.append(fake)
+    (tmp_path / "key").write_text("sk-wrong\n" if mode is None else KEY)
+    if mode is not None:
+        fake.mode = mode
+    lines = doctor_lines(cloud_config(fake.url, api_key_file=tmp_path / "key"))
+    assert lines[0].startswith(f"[warn] cloud: {fake.url} {said}"), lines
+    assert "unreachable" not in lines[0] and fix in lines[1]
 
 
 def test_not_probed_on_request(closed_url: str) -> None:

@@ -62,6 +62,9 @@ class ProbeResult:
         ms = f"{self.elapsed_s * 1000:.0f} ms"
         if self.up:
             return f"reachable (HTTP {self.http_status} in {ms})"
+        if self.http_status is not None:
+            # It answered: the server is there, only its answer keeps the cloud out.
+            return f"reached, but {_refusal(self.http_status, self.error)} (HTTP {self.http_status} in {ms})"
         return f"unreachable after {ms}: {self.error}"
 
 
@@ -210,3 +213,13 @@ def _probe_error(status: int) -> CloudError | None:
         return None  # e.g. 404: a server without /v1/models is still reachable
     return error
 
+
+def _refusal(status: int, error: CloudError | None) -> str:
+    """What an answer that keeps the cloud out (see :func:`_probe_error`) means, in words."""
+    if error is not None and error.kind is CloudErrorKind.AUTH:
+        return "it refused the API key"
+    if 300 <= status < 400:
+        return "it redirects, and redirects are not followed"
+    if status >= 500:
+        return "the service failed"
+    return "it refused the request"
