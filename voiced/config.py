@@ -220,6 +220,8 @@ class WakeSection:
     (voiced-quantize wake-stream: the same scores for about a third of the CPU) is used when present."""
     threshold: float = 0.5
     """Score (0..1) that counts as a detection (0 false accepts at 0.3-0.7 on the real speech in ../shared)."""
+    thresholds: dict[str, float] = field(default_factory=dict)
+    """Per wake word (its label, e.g. "hey_jarvis_v0.1"), instead of ``threshold``."""
     patience: int = 1
     """Consecutive 80 ms frames at or over the threshold before a detection."""
     refractory_s: float = 2.0
@@ -240,6 +242,12 @@ class WakeSection:
             raise ConfigError("arbitration_window_ms", f"must be within 10..5000, got {self.arbitration_window_ms}")
         if not 0 < self.threshold <= 1:
             raise ConfigError("threshold", f"must be within (0, 1], got {self.threshold}")
+        for label, value in self.thresholds.items():
+            if not 0 < value <= 1:
+                raise ConfigError(f"wake.thresholds.{label}", f"must be within (0, 1], got {value}")  # a dotted key is whole
+        if self.directory is not None and self.directory.is_file():  # it would load a head as the front end
+            raise ConfigError("directory", f"{self.directory} is a file: name the folder holding melspectrogram.onnx, "
+                              "embedding_model.onnx and the heads")
         if not 1 <= self.patience <= 1000:
             raise ConfigError("patience", f"must be within 1..1000, got {self.patience}")
         if self.refractory_s < 0 or self.timeout_s <= 0:

@@ -1,8 +1,8 @@
 """Turning TOML tables into frozen dataclasses, with errors that name the key and the file.
 
 Every config section is a frozen dataclass; :func:`section_from_dict` fills one from a
-table, converting by the field's annotation (bool, int, float, str, Path, Enum, tuples,
-optional values, nested dataclasses, types with a ``from_config`` classmethod) and refusing
+table, converting by the field's annotation (bool, int, float, str, Path, Enum, tuples, tables
+of name = value, optional values, nested dataclasses, types with a ``from_config`` classmethod) and refusing
 unknown keys, so a typo is reported instead of silently ignored.
 """
 
@@ -84,6 +84,10 @@ def _convert(value: Any, hint: Any, key: str, source: str | None) -> Any:
             raise ConfigError(key, f"must be a list, got {value!r}", source)
         item = args[0] if args else Any
         return tuple(_convert(v, item, f"{key}[{i}]", source) for i, v in enumerate(value))
+    if origin is dict:  # a table of name = value (e.g. one threshold per wake word)
+        if not isinstance(value, Mapping):
+            raise ConfigError(key, f"must be a table (name = value), got {value!r}", source)
+        return {str(k): _convert(v, args[1], f"{key}.{k}", source) for k, v in value.items()}
     if hint is Any:
         return value
     if isinstance(hint, type) and callable(getattr(hint, "from_config", None)):

@@ -29,6 +29,7 @@ from tests.modelgen.transducer import make_transducer
 from voiced.audio.wav import write_wav
 from voiced.doctor import Check, CheckStatus, DoctorOptions, run_checks, run_doctor
 from voiced.errors import ModelError
+from voiced.models.manifest import Manifest, manifest_path, sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -283,9 +284,39 @@ def test_wake_word_without_its_streaming_front_end_is_warned(tmp_path: Path, bro
     check = by_name(run_checks(config, options))["wake.directory"]
     assert check.status is CheckStatus.WARN and "frontend.stream.onnx" in check.message
     assert check.fix == f"voiced-quantize wake-stream {wake}"
-    vad_like_model(wake / "frontend.stream.onnx")
+    stream = vad_like_model(wake / "frontend.stream.onnx")
+    # without its manifest (cp *.onnx leaves it behind) it may come from other models: not used
     check = by_name(run_checks(config, options))["wake.directory"]
-    assert check.status is CheckStatus.OK and str(wake / "frontend.stream.onnx") in check.message
+    assert check.status is CheckStatus.WARN and "has no manifest" in check.message
+    assert check.fix == f"voiced-quantize wake-stream {wake}"
+    Manifest(model=stream.name, sha256=sha256_file(stream), size=stream.stat().st_size,
+             source={"file": "embedding_model.onnx"}).write(manifest_path(stream))
+    check = by_name(run_checks(config, options))["wake.directory"]
+    assert check.status is CheckStatus.OK and str(stream) in check.message
+
+
+@pytest.mark.shared
+def test_wake_thresholds_naming_no_wake_word_and_a_directory_that_is_a_file_fail(tmp_path: Path, models: Path,
+                                                                              broker: tuple[str, int]) -> None:
+    """What the daemon refuses at start, doctor refuses too: a threshold for a label no head has (the
+    timer head's labels are its classes, read from the graph), a wake directory naming a head file."""
+    oww = models / "openwakeword"
+    config = write_config(tmp_path / "voiced.toml", source="none", vad=vad_like_model(tmp_path / "vad.onnx"), asr=None,
+                          host=broker[0], port=broker[1])
+    base = config.read_text()
+
+    def wake(lines: str) -> dict[str, Check]:
+        config.write_text(base + f'\n[wake]\ndirectory = "{oww}"\nmodels = ["alexa_v0.1", "timer_v0.1"]\n{lines}\n')
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64")))
+
+    checks = wake('thresholds = { "hey_jarvis" = 0.7, "1_minute_timer" = 0.6 }')
+    bad = checks["wake.thresholds.hey_jarvis"]
+    assert bad.status is CheckStatus.FAIL and "alexa_v0.1" in bad.fix and "1_minute_timer" in bad.fix
+    assert not [c for c in wake('thresholds = { "1_minute_timer" = 0.6 }').values()
+                if c.name.startswith("wake.thresholds")]
+    config.write_text(base + f'\n[wake]\ndirectory = "{oww / "alexa_v0.1.onnx"}"\nmodels = ["alexa_v0.1"]\n')
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["config"]
+    assert check.status is CheckStatus.FAIL and "wake.directory" in check.message and "is a file" in check.message
 
 
 def test_a_state_directory_on_a_disk_that_takes_no_writes_is_warned(small_disk: SmallDisk,

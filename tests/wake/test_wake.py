@@ -155,3 +155,51 @@ def test_missing_and_wrong_models_are_named(tmp_path: Path, oww: Path) -> None:
         WakeModel.load(oww, [oww / "melspectrogram.onnx"])
     with pytest.raises(Exception, match="wake.threshold"):
         WakeConfig(threshold=0.0)
+
+
+def test_the_config_sets_a_threshold_per_wake_word_and_names_what_it_cannot_use(tmp_path: Path, oww: Path) -> None:
+    """README: Home Assistant's sensitivity moves ``[wake] threshold`` "(and ``thresholds``)", but
+    the config refused the key; a directory naming a head file loaded the head as the front end and
+    failed inside ONNX Runtime (and doctor said ok)."""
+    from voiced.config import Config
+    from voiced.core.models import Models
+    from voiced.errors import ConfigError
+    from voiced.runtime.hardware import select_profile
+    from voiced.stages import Counters
+
+    def load(wake: str) -> Models:
+        (tmp_path / "voiced.toml").write_text(f'[audio]\nsource = "none"\n[wake]\ndirectory = "{oww}"\n{wake}\n')
+        config = Config.from_file(tmp_path / "voiced.toml")
+        return Models.load(config, select_profile(config.hardware.profile).fitted(), Counters())
+
+    heads = 'models = ["alexa_v0.1", "hey_jarvis_v0.1"]'
+    loaded = load(f'{heads}\nthreshold = 0.4\nthresholds = {{ "hey_jarvis_v0.1" = 0.8 }}')
+    assert loaded.wake is not None
+    rules = loaded.wake.config
+    assert (rules.threshold_for("alexa_v0.1"), rules.threshold_for("hey_jarvis_v0.1")) == (0.4, 0.8)
+    with pytest.raises(ConfigError, match=r"^wake\.thresholds\.hey_jarvis in .*voiced\.toml: no such wake word "
+                                          r"\(the models give: alexa_v0\.1, hey_jarvis_v0\.1\)"):
+        load(f'{heads}\nthresholds = {{ "hey_jarvis" = 0.8 }}')
+    with pytest.raises(ConfigError, match=r"^wake\.thresholds\.alexa_v0\.1 in .*: must be within \(0, 1\], got 1\.5"):
+        Config.from_dict({"wake": {"thresholds": {"alexa_v0.1": 1.5}}}, tmp_path / "voiced.toml")
+    with pytest.raises(ConfigError, match=r"^wake\.thresholds in .*: must be a table"):
+        Config.from_dict({"wake": {"thresholds": 0.5}}, tmp_path / "voiced.toml")
+    head = oww / "alexa_v0.1.onnx"
+    with pytest.raises(ConfigError, match=r"^wake\.directory in .*: .*alexa_v0\.1\.onnx is a file: name the folder"):
+        Config.from_dict({"wake": {"directory": str(head), "models": ["alexa_v0.1"]}}, tmp_path / "voiced.toml")
+
+
+def test_a_streaming_front_end_without_its_manifest_is_not_used(streamed: Path, tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """``cp *.onnx`` leaves the manifest behind, and with it the check that the graph was made from
+    these models (a replaced embedding model gave other scores, with only the FP32-without-manifest
+    hint said): the published front end runs instead, and the warning says how to make it again."""
+    for f in streamed.glob("*.onnx"):
+        (tmp_path / f.name).symlink_to(f.resolve())
+    assert (streamed / "frontend.stream.onnx.json").is_file() and not (tmp_path / "frontend.stream.onnx.json").exists()
+    with caplog.at_level("WARNING", logger="voiced.wake"):
+        model = WakeModel.load(tmp_path, ["alexa_v0.1"])
+    assert isinstance(model.frontend, WindowFrontEnd)
+    assert any("has no manifest" in r.getMessage() and f"wake-stream {tmp_path}" in r.getMessage()
+               for r in caplog.records)
+    assert isinstance(WakeModel.load(streamed, ["alexa_v0.1"]).frontend, StreamingFrontEnd)

@@ -23,7 +23,7 @@ from voiced.asr.whisper_templates import TemplateDecoding
 from voiced.audio.dereverb import DereverbConfig
 from voiced.cloud import CloudRouter
 from voiced.config import Config
-from voiced.errors import ModelError
+from voiced.errors import ConfigError, ModelError
 from voiced.intents import IntentRecognizer
 from voiced.listener import Listener
 from voiced.llm import LlmFallback
@@ -115,8 +115,12 @@ class Models:
         if cfg.wake.models and cfg.wake.directory is not None:
             with _naming("wake.models", cfg):
                 model = WakeModel.load(cfg.wake.directory, list(cfg.wake.models), options=m._options(OnnxRole.VAD))
-            m.wake = WakeDetector(model, WakeConfig(threshold=cfg.wake.threshold, patience=cfg.wake.patience,
-                                                    refractory_s=cfg.wake.refractory_s))
+            m.wake = WakeDetector(model, WakeConfig(threshold=cfg.wake.threshold, thresholds=dict(cfg.wake.thresholds),
+                                                    patience=cfg.wake.patience, refractory_s=cfg.wake.refractory_s))
+            unknown = sorted(set(cfg.wake.thresholds) - set(m.wake.labels))
+            if unknown:  # a typo would leave that wake word at the common threshold without a word
+                raise ConfigError(f"wake.thresholds.{unknown[0]}", "no such wake word (the models give: "
+                                  f"{', '.join(m.wake.labels)})", str(cfg.path) if cfg.path else None)
         if cfg.tts.voice is not None:
             with _naming("tts.voice", cfg):
                 m.voice = PiperVoice.load(cfg.tts.voice, settings=VoiceSettings(

@@ -82,6 +82,7 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
             files += [("asr.model", p) for p in parts]
     wake = getattr(config, "wake", None)
     if wake is not None and wake.models and wake.directory is not None:
+        from voiced.models.manifest import manifest_path
         from voiced.wake.frontend import FRONTEND_STREAM
         from voiced.wake.model import WakeModel, check_made_from
 
@@ -95,7 +96,14 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
                                 "correct wake.directory / wake.models, or run the command the message names"))
         else:
             files += [("wake.models", head) for head in heads]
-        if stream.is_file():
+            if wake.thresholds and options.load_models:
+                checks += _wake_threshold_labels(wake.thresholds, melspec, embedding, heads)
+        if stream.is_file() and not manifest_path(stream).is_file():
+            checks.append(Check("wake.directory", CheckStatus.WARN,
+                                f"{stream} has no manifest ({manifest_path(stream).name}): it may have been made from"
+                                " other models, so the published front end runs (the same scores, three times the CPU)",
+                                f"voiced-quantize wake-stream {wake.directory}"))
+        elif stream.is_file():
             files.append(("wake.directory", stream))
         else:
             checks.append(Check("wake.directory", CheckStatus.WARN,
@@ -143,6 +151,25 @@ def check_sounds(config: Any) -> list[Check]:
         else:
             checks.append(Check(key, CheckStatus.OK, f"{path}: {sound.duration:.1f} s at {sound.sample_rate} Hz"))
     return checks
+
+
+def _wake_threshold_labels(thresholds: dict[str, float], melspec: Path, embedding: Path,
+                           heads: list[Path]) -> list[Check]:
+    """What the daemon refuses at start: a ``wake.thresholds`` key that is no label of the heads (a
+    multi-class head's labels are in its graph, so the heads are loaded)."""
+    from voiced.runtime.onnx import SessionOptions
+    from voiced.wake.model import WakeModel
+
+    try:
+        model = WakeModel(melspec, embedding, heads, SessionOptions(), stream=False)
+        labels = [label for head in model.heads for label in head.labels]
+    except VoicedError:
+        return []  # the model file checks say what is wrong with them
+    unknown = sorted(set(thresholds) - set(labels))
+    if not unknown:
+        return []
+    return [Check(f"wake.thresholds.{unknown[0]}", CheckStatus.FAIL, "no such wake word: the daemon would not start",
+                  f"use one of the models' labels: {', '.join(labels)}")]
 
 
 def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool) -> Check:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.models.manifest import sha256_file, verify_model_file
+from voiced.models.manifest import manifest_path, sha256_file, verify_model_file
 from voiced.runtime.onnx import SessionOptions, create_session
 from voiced.wake.frontend import (
     FRAME_SAMPLES, FRONTEND_STREAM, MEL_CONTEXT, FrontEnd, StreamingFrontEnd, WindowFrontEnd,
@@ -61,6 +61,12 @@ class WakeModel:
                  stream: bool = True) -> None:
         streaming = embedding.with_name(FRONTEND_STREAM)
         self.frontend: FrontEnd
+        if stream and streaming.is_file() and not manifest_path(streaming).is_file():
+            # what it was made from is unknown (cp *.onnx leaves the .json behind): it may be stale
+            log.warning("%s has no manifest (%s): it cannot be checked against the models it was made from;"
+                        " the published front end is used (run voiced-quantize wake-stream %s again)",
+                        streaming, manifest_path(streaming).name, streaming.parent)
+            stream = False
         if stream and streaming.is_file():
             check_made_from(streaming, melspec, embedding)
             self.frontend = StreamingFrontEnd(create_session(streaming, options), streaming)
