@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import time
@@ -361,6 +362,23 @@ def test_without_a_local_model_the_cloud_transcribes_and_the_intent_follows(
         assert len(uploads) == 3  # one WAV per utterance, and only because [cloud] asr = true
     finally:
         cloud.stop()
+
+
+def test_without_a_local_model_an_utterance_the_cloud_cannot_take_is_said_to_be_lost(
+        tmp_path, broker, subscriber_factory, running, multi_utterance_wav, models, caplog) -> None:
+    """No [asr] model and a cloud that is not to be used (here its key file is missing; an open
+    breaker is the same): each utterance ended its session and nothing said why."""
+    config = make_config(
+        tmp_path, broker, audio={"source": f"file:{multi_utterance_wav}"},
+        vad={"kind": "silero", "model": str(models / "silero_vad_v5" / "silero_vad.onnx")},
+        cloud=cloud_section(tmp_path, "http://127.0.0.1:9", api_key_file=str(tmp_path / "no-such-key")))
+    sub = subscriber_factory(broker, "hermes/#")
+    with caplog.at_level(logging.WARNING, logger="voiced.core.engine"):
+        daemon = running(config)
+        sub.wait_count(3, "hermes/dialogueManager/sessionEnded")
+    lost = [r.getMessage() for r in caplog.records if "was not transcribed" in r.getMessage()]
+    assert len(lost) == 3 and "no [asr] model" in lost[0] and "no-such-key" in lost[0], lost
+    assert daemon.counters.get("utterances_untranscribed") == 3 and not sub.payloads("hermes/asr/textCaptured")
 
 
 def test_black_holed_cloud_never_holds_up_local_results(

@@ -52,6 +52,7 @@ from voiced.errors import ConfigError
 from voiced.listener import ListenEvent, ListenEventType
 from voiced.llm.config import MAX_BUDGET_S
 from voiced.runtime.hardware import Stage, select_profile
+from voiced.runtime.lograte import sparse_level
 from voiced.runtime.notify import SystemdNotifier
 from voiced.runtime.supervisor import StageContext, Supervisor
 from voiced.stages import Counters, DropOldestQueue
@@ -430,6 +431,11 @@ class Core:
             if self.config.cloud.publish_corrections:
                 m.cloud.submit_asr(ev.audio, lambda r: self._on_cloud_correction(r, ev, session),
                                    language=m.intents.language)
+        elif m.recognizer is None:  # speech heard and nobody to transcribe it: say so, or it vanishes in silence
+            self.counters.add("utterances_untranscribed")
+            n = self.counters.get("utterances_untranscribed")
+            log.log(sparse_level(n, first=3), "an utterance of %.1f s was not transcribed: no [asr] model, and the "
+                    "cloud is not to be used now: %s (%d so far)", ev.end - ev.start, m.cloud.status().detail, n)
         self._publish_transcript(ev, ev.text, session, confidence or 0.0, request)
         self._hand_back_audio(ev, session, request)
 
