@@ -393,6 +393,20 @@ def test_a_client_that_sends_bad_events_without_end_is_answered_each_time_but_no
     assert len(warned) == sum(1 for n in range(before + 1, before + 151) if n <= 10 or n % 100 == 0) < 12
 
 
+def test_a_stream_without_audio_start_gets_one_error_not_one_per_chunk(daemon) -> None:
+    """An older satellite streams chunks without audio-start: 396 error events came back in 3 s, one
+    per 20 ms chunk. One answers the stream; its other chunks and its audio-stop are dropped, counted."""
+    chunk = (b'{"type": "audio-chunk", "data": {"rate": 16000, "width": 2, "channels": 1}, "payload_length": 640}\n'
+             + bytes(640))
+    stop = b'{"type": "audio-stop"}\n'
+    before = daemon.counters.get("wyoming_stray_chunks")
+    answer = _raw(daemon, chunk * 50 + stop + chunk * 3 + stop + b'{"type": "describe"}\n')
+    events = _answers(answer)
+    assert [e.type for e in events] == ["error", "error", "info"]  # one per stream
+    assert "audio-chunk before audio-start" in events[0].data["text"]
+    assert daemon.counters.get("wyoming_stray_chunks") == before + 49 + 2
+
+
 @pytest.mark.shared
 def test_transcribe_after_a_detect_that_got_no_audio_is_transcribed(daemon, speech) -> None:
     """Found by ``voiced bench fuzz`` (a detect, then a transcribe on the same connection): the audio went to

@@ -88,6 +88,7 @@ class Connection:
         self._detect_names: tuple[str, ...] | None = None
         self._detecting = False
         self._detected = False
+        self._stray_chunks = False  # an audio-chunk with no audio-start was answered: its stream's others are not
         self._sentences: SentenceBuffer | None = None  # synthesize-start … synthesize-stop
         self._tts_started = False
         self._options = server.core.config.tts.options
@@ -164,11 +165,14 @@ class Connection:
             self._detect_names = tuple(str(n) for n in names) if isinstance(names, list) else None
             self._detecting, self._detected, self._transcribing = True, False, False
         elif t == EventType.AUDIO_START:
+            self._stray_chunks = False
             await self._audio_start(AudioFormat.from_data(data))
         elif t == EventType.AUDIO_CHUNK:
             await self._audio_chunk(event)
         elif t == EventType.AUDIO_STOP:
-            await self._audio_stop()
+            stray, self._stray_chunks = self._stray_chunks, False
+            if not stray:  # the stream was already answered at its first chunk
+                await self._audio_stop()
         elif t == EventType.SYNTHESIZE:
             if self._sentences is None:  # while streaming, Home Assistant also sends the whole text: ignored
                 self._options = self._synthesis_options(data)
@@ -243,8 +247,11 @@ class Connection:
             self._pending.append(event.payload)
             if self._feeding is None or self._feeding.done():
                 self._feeding = asyncio.create_task(self._feed_asr(self._asr))
+        elif self._stray_chunks:  # one error per stream, not one per 20 ms chunk (an older satellite)
+            self.server.counters.add("wyoming_stray_chunks")
         else:
-            raise _BadRequest("audio-chunk before audio-start")
+            self._stray_chunks = True
+            raise _BadRequest("audio-chunk before audio-start (the rest of this stream is dropped unanswered)")
 
     async def _audio_stop(self) -> None:
         if self._wake is not None:
