@@ -256,6 +256,23 @@ def test_read_errors_reopen_and_never_raise(tmp_path: Path) -> None:
 
 
 @needs_alsa
+def test_a_device_whose_reads_keep_failing_soon_after_opening_is_reopened_with_backoff(tmp_path: Path) -> None:
+    """A flaky microphone that opens and then fails every read after its first buffer was reopened
+    in a tight loop: a warning per failure (34,847 lines in 15 s) and a whole core busy. Failures soon
+    after opening back off as failed opens do, and the warnings are paced."""
+    infile = tmp_path / "mic.raw"
+    np.full(32000, 1000, np.int16).tofile(infile)
+    asoundrc = file_pcm("flaky", infile, output=str(tmp_path / "no" / "such" / "dir.raw"))
+    report, _ = run_scenario(tmp_path, asoundrc, samples=10**9, stop_after=3.0,
+                             config={"device": "flaky", "backoff": {"initial": 0.2, "maximum": 0.8, "jitter": 0.0}})
+    stats = report["stats"]
+    # 0.2 + 0.4 + 0.8 + 0.8 ... s between attempts: a handful in 3 s, not thousands
+    assert 3 <= stats["read_errors"] <= 8, stats
+    warned = [line for line in report["stderr"].splitlines() if line.startswith("WARNING") and "failed" in line]
+    assert len(warned) == 1 and "within 5 s of opening" in warned[0], warned
+
+
+@needs_alsa
 def test_a_missing_device_leaves_the_reader_going_while_it_is_retried(tmp_path: Path) -> None:
     """The backoff waits up to 30 s between attempts; the daemon's capture stage beats its heartbeat
     with each chunk, so a wait without one stalled it (10 s) and the watchdog had systemd restart a

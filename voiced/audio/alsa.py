@@ -36,6 +36,10 @@ stall limit is 10 s; the backoff waits up to 30 s)."""
 _NOTHING = np.zeros(0, np.float32)
 
 REMIND_ATTEMPTS = 20
+HEALTHY_S = 5.0
+"""A device that captured this long before a read failed was working: it is reopened at once and
+its backoff starts afresh. One that fails sooner (a flaky USB microphone failing every read after
+its first buffer) is reopened with backoff, as one that cannot be opened is."""
 """A device that stays missing is warned about again every this many open attempts (about ten
 minutes at the default backoff's 30 s)."""
 
@@ -132,7 +136,8 @@ class AlsaSource(AudioSource):
         self._opened = False
         self._wait_before_open = False  # the last attempt failed: back off before the next
         self._troubled = False  # a failure happened since the last good open
-        self._good_reads = 0
+        self._heard = 0  # frames captured since the device was last opened
+        self._quick_failures = 0  # reads that failed before HEALTHY_S of capture, in a row
 
     @property
     def capturing(self) -> bool:
@@ -230,7 +235,7 @@ class AlsaSource(AudioSource):
         self._pcm, self._rate, self._channels = pcm, rate, channels
         self._resampler = StreamingResampler(rate, SAMPLE_RATE)  # a new stream: no stale filter state
         self._wait_before_open = self._troubled = False
-        self._good_reads = 0
+        self._heard = 0
         logger.info("capturing from %s", self.describe())
         return True
 
@@ -261,30 +266,21 @@ class AlsaSource(AudioSource):
         assert self._pcm is not None and self._resampler is not None
         try:
             n, data = self._pcm.read()
+            if n < 0 and n != -errno.EPIPE:
+                raise OSError(-n, f"read returned error {n}")
         except self._device_errors as e:
-            self.stats.read_errors += 1
-            self.stats.last_error = str(e)
-            logger.warning("capture from %s failed: %s; reopening", self.config.device, e)
-            self._close_pcm()
-            # A device that fails its first read after opening must not be reopened in a tight loop.
-            self._wait_before_open = self._good_reads == 0
-            self._troubled = True
+            self._read_failed(e)
             return None
-        if n < 0:
-            if n == -errno.EPIPE:  # overrun: samples were lost; pyalsaaudio re-prepares on the next read
-                self.stats.overruns += 1
-                logger.log(sparse_level(self.stats.overruns), "capture overrun on %s (%d so far)", self.config.device, self.stats.overruns)
-            else:
-                self.stats.read_errors += 1
-                logger.warning("capture from %s returned error %d", self.config.device, n)
+        if n < 0:  # overrun: samples were lost; pyalsaaudio re-prepares on the next read
+            self.stats.overruns += 1
+            logger.log(sparse_level(self.stats.overruns), "capture overrun on %s (%d so far)", self.config.device,
+                       self.stats.overruns)
             return None
         frames = len(data) // (2 * self._channels)
         if frames == 0:  # nothing available: wait a period instead of spinning
             self.stop_event.wait(self.config.period_ms / 1000)
             return None
-        if self._good_reads == 0:
-            self._backoff.reset()
-        self._good_reads += 1
+        self._heard += frames
         pcm = np.frombuffer(data, "<i2", count=frames * self._channels).reshape(frames, self._channels)
         self.stats.samples_read += frames
         out = self._resampler.process(to_mono(pcm.astype(np.float32) / 32768.0, self.config.channel))
@@ -293,6 +289,24 @@ class AlsaSource(AudioSource):
         self.stats.samples_out += len(out)
         self.stats.chunks += 1
         return out
+
+    def _read_failed(self, error: BaseException) -> None:
+        """Close the device to reopen it: at once after a healthy run, else with backoff (a device
+        failing every read soon after opening was reopened in a tight loop, a warning each time)."""
+        healthy = self._rate is not None and self._heard >= HEALTHY_S * self._rate
+        changed = str(error) != self.stats.last_error
+        self.stats.read_errors += 1
+        self.stats.last_error = str(error)
+        if healthy:
+            self._backoff.reset()
+            self._quick_failures = 0
+        else:
+            self._quick_failures += 1
+        level = logging.WARNING if healthy or changed else sparse_level(self._quick_failures, every=REMIND_ATTEMPTS)
+        logger.log(level, "capture from %s failed: %s; reopening%s", self.config.device, error,
+                   "" if healthy else f" (failure {self._quick_failures} within {HEALTHY_S:g} s of opening)")
+        self._close_pcm()
+        self._wait_before_open, self._troubled = not healthy, True
 
     def _close_pcm(self) -> None:
         pcm, self._pcm = self._pcm, None
