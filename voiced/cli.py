@@ -222,14 +222,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from voiced.runtime.notify import SystemdNotifier
 
     faulthandler.enable()  # a watchdog SIGABRT then logs every thread's stack
+    # before the models load (up to minutes on a Pi Zero): a HUP meanwhile killed the daemon, and
+    # systemd takes a death by SIGHUP for a clean exit, so Restart=on-failure left it dead
+    reload_requested = threading.Event()
+    signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
     notifier = SystemdNotifier()
     config = Config.from_file(args.config)
     notifier.status("loading models")
     daemon = Daemon(config, _listen_mode(config, args.listen_mode), notifier)
-    reload_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: daemon.supervisor.request_stop())
     signal.signal(signal.SIGINT, lambda *_: daemon.supervisor.request_stop())
-    signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
     daemon.start()
     # READY waits for a broker that answers (so STATUS says connected), never for one that is down
     daemon.client.wait_first_attempt(1.0)
@@ -264,6 +266,9 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     from voiced.runtime.notify import SystemdNotifier
     from voiced.wyoming.server import WyomingServer
 
+    # voiced wyoming reloads nothing; a HUP (logrotate, a habit) must not end it
+    signal.signal(signal.SIGHUP, lambda *_: log.warning("SIGHUP: voiced wyoming does not reload its configuration; "
+                                                        "restart it to apply changes"))
     notifier = SystemdNotifier()
     config = Config.from_file(args.config)
     wy = config.wyoming
