@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from voiced.config import Config
     from voiced.core.events import ListenMode
 
-__all__ = ["main"]
+__all__ = ["add_doctor_arguments", "main"]
 
 log = logging.getLogger("voiced")
 
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check devices, models, broker, state directory, CPU governor and affinity",
                        description="Check what voiced needs and print what to fix; exit 1 if something is broken.")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE", help="TOML configuration to check")
+    add_doctor_arguments(p)
     p.set_defaults(func=cmd_doctor)
 
     from voiced.models.cli import add_parser as add_models_parser
@@ -295,12 +295,20 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     return core.supervisor.exit_code
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from voiced.doctor import run_doctor
+def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``voiced doctor`` and ``python -m voiced.doctor`` (here: importing the doctor
+    costs numpy, and every command builds this parser)."""
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="TOML configuration to check (default /etc/voiced/voiced.toml)")
+    parser.add_argument("--profile", default=None,
+                        help="hardware profile name or .toml path (default: the config's [hardware] profile, else detect)")
+    parser.add_argument("--no-load", action="store_true", help="do not open models in ONNX Runtime")
 
-    lines, code = run_doctor(args.config)
-    print("\n".join(lines))
-    return code
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from voiced.doctor import run
+
+    return run(args)
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

@@ -389,3 +389,15 @@ def test_a_damaged_controls_file_is_warned_with_what_the_daemon_uses_instead(tmp
     odd = check()
     assert odd.status is CheckStatus.WARN and "volume 7 is not within 0..1" in odd.message
     assert "microphone off" in odd.message and "very sensitive" in odd.message
+
+
+def test_voiced_doctor_takes_the_profile_its_own_advice_names(tmp_path: Path, capsys) -> None:
+    """Doctor's fix says "--profile / hardware.profile" and the README says "--profile to try
+    another", but only ``python -m voiced.doctor`` took it: ``voiced doctor --profile`` was refused."""
+    from voiced.cli import main
+
+    config = tmp_path / "voiced.toml"
+    config.write_text('[audio]\nsource = "none"\n[vad]\nkind = "energy"\n')
+    main(["doctor", "--config", str(config), "--profile", "pi4", "--no-load"])
+    out = capsys.readouterr().out
+    assert "hardware: profile pi4" in out and f"config: {config} is valid" in out

@@ -41,7 +41,7 @@ from voiced.doctor.setup import (
 from voiced.runtime.hardware import AUTO as AUTO_PROFILE
 from voiced.tts.playconfig import DEFAULT_PCM
 
-__all__ = ["Check", "CheckStatus", "DoctorOptions", "main", "run_checks", "run_doctor"]
+__all__ = ["Check", "CheckStatus", "DoctorOptions", "main", "run", "run_checks", "run_doctor"]
 
 
 def run_doctor(config_path: str | Path | None = None,
@@ -88,14 +88,18 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
     return checks
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="voiced doctor", description="check the setup and say what to fix")
-    parser.add_argument("--config", type=Path, default=None, help="config file (default /etc/voiced/voiced.toml)")
-    parser.add_argument("--profile", default=None,
-                        help="hardware profile name or .toml path (default: the config's [hardware] profile, else detect)")
-    parser.add_argument("--no-load", action="store_true", help="do not open models in ONNX Runtime")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+def run(args: argparse.Namespace) -> int:
+    """Print the checks of ``args`` (``voiced.cli.add_doctor_arguments``); the exit code."""
     lines, code = run_doctor(args.config, DoctorOptions(profile=args.profile, load_models=not args.no_load))
     print("\n".join(lines))
     return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from voiced.cli import add_doctor_arguments
+
+    parser = argparse.ArgumentParser(prog="voiced doctor", description="check the setup and say what to fix")
+    add_doctor_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    return run(args)
