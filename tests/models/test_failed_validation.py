@@ -59,7 +59,14 @@ def test_the_fp32_files_are_loaded_instead_of_int8_ones_that_failed(failed_dir: 
     for name in ["tokens.txt"] + [f"{p}.int8.onnx{ext}" for p in PARTS for ext in ("", ".json")]:
         shutil.copy(failed_dir / name, alone / name)
     assert ModelFiles.find(alone).encoder.name == "encoder.int8.onnx"
-    # the doctor warns about it instead of calling it ok
+    # the doctor warns about the FP32 files loaded instead (it called them ok: the check went to
+    # the files loaded, and those passed)
+    (tmp_path / "voiced.toml").write_text(f'[asr]\nmodel = "{failed_dir}"\n')
+    checks = check_models(Config.from_file(tmp_path / "voiced.toml"), DoctorOptions(load_models=False))
+    assert {c.status for c in checks} == {CheckStatus.WARN}, checks
+    assert all("loaded instead of" in c.message and "failed validation (task agreement" in c.message
+               for c in checks)
+    # and about the INT8 ones themselves when they are all there is
     (tmp_path / "voiced.toml").write_text(f'[asr]\nmodel = "{alone}"\n')
     checks = check_models(Config.from_file(tmp_path / "voiced.toml"), DoctorOptions(load_models=False))
     assert {c.status for c in checks} == {CheckStatus.WARN}, checks

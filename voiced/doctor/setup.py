@@ -201,6 +201,12 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
     if why is not None:
         return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [f"failed validation ({why})"]),
                      "quantize it again with more or better --audio, or delete it and its manifest")
+    int8 = path.with_name(path.name.removesuffix(".onnx") + ".int8.onnx")
+    why = failed_validation(int8) if int8.is_file() else None  # the finders chose this FP32 file for that reason
+    if why is not None:
+        return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [
+            f"loaded instead of {int8.name}, which failed validation ({why}): the larger, slower model runs"]),
+            f"quantize it again with more or better --audio, or delete {int8.name} and its manifest")
     stale = stale_source(path)  # still loads as it is, but it is not the model beside it any more
     if stale is not None:
         return Check(key, CheckStatus.WARN, f"{path} " + ", ".join(notes + [stale]),
