@@ -119,7 +119,7 @@ class MqttClient:
         if config.username is not None:
             client.username_pw_set(config.username, config.read_password())
         if config.uses_tls:
-            client.tls_set(ca_certs=config.ca_file, certfile=config.cert_file, keyfile=config.key_file)
+            client.tls_set_context(config.tls_context())
         client.will_set(config.availability_topic, b"offline", qos=QOS, retain=True)
         client.max_inflight_messages_set(0)  # unlimited in paho: our window bounds it, and paho never queues
         client.reconnect_delay_set(config.backoff.initial, config.backoff.maximum)  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -71,6 +72,24 @@ class MqttConfig:
             path = getattr(self, key)
             if path is not None and not Path(path).is_file():
                 raise ConfigError(f"mqtt.{key}", f"file {path} does not exist")
+        if self.uses_tls:
+            self.tls_context()  # files that are no certificate or key fail here, named, not in paho at start
+
+    def tls_context(self) -> ssl.SSLContext:
+        """What TLS to the broker uses: ``ca_file`` (else the system's CAs), the client certificate;
+        ConfigError naming the key when a file is no certificate, or the key does not match."""
+        try:
+            context = ssl.create_default_context(cafile=self.ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError("mqtt.ca_file", f"{self.ca_file} holds no CA certificate TLS can read "
+                              f"({getattr(exc, 'reason', None) or exc})") from None
+        if self.cert_file is not None:
+            try:
+                context.load_cert_chain(self.cert_file, self.key_file)
+            except (ssl.SSLError, OSError) as exc:
+                raise ConfigError("mqtt.cert_file", f"{self.cert_file} with key_file {self.key_file}: not a "
+                                  f"certificate and its key ({getattr(exc, 'reason', None) or exc})") from None
+        return context
 
     @property
     def uses_tls(self) -> bool:
