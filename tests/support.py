@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,3 +53,19 @@ def int8_kernels_saturate() -> bool:
     except OSError:
         return False
     return "avx2" in flags and "vnni" not in flags
+
+
+def make_certificates(d: Path) -> None:
+    """In ``d``: a CA (ca.crt, ca.key), a server certificate for 127.0.0.1 and a client certificate
+    (server.crt/.key, client.crt/.key), made by the openssl tool."""
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=voiced test CA")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    for name, extra in (("server", ["-extfile", "san.ext"]), ("client", [])):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.crt", "-days", "2", *extra)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import wait_until
+from tests.support import make_certificates, wait_until
 from voiced.configfile import section_from_dict
 from voiced.errors import ConfigError
 from voiced.mqtt.client import MqttClient
@@ -411,26 +411,11 @@ def test_password_file_and_tls_files_must_exist(tmp_path: Path) -> None:
     assert MqttConfig(username="u", password_file=str(secret)).read_password() == "s3cret"
 
 
-def _certificates(d: Path) -> None:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, made by the openssl tool."""
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=voiced test CA")
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name, extra in (("server", ["-extfile", "san.ext"]), ("client", [])):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-            "-subj", f"/CN={name}")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2", *extra)
-
-
 def test_tls_with_a_client_certificate_to_a_real_broker_and_bad_files_named(
         tmp_path: Path, broker_factory: Callable[..., Broker], client_factory: Callable[..., MqttClient]) -> None:
     """A ca_file that is no certificate, or a certificate with another's key, failed inside paho at
     start with a Python traceback (after the models had loaded), while doctor called the config valid."""
-    _certificates(tmp_path)
+    make_certificates(tmp_path)
     broker = broker_factory(start=False)
     broker.conf.write_text(broker.conf.read_text() + f"cafile {tmp_path / 'ca.crt'}\n"
                            f"certfile {tmp_path / 'server.crt'}\nkeyfile {tmp_path / 'server.key'}\n"
