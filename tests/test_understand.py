@@ -67,6 +67,37 @@ def test_a_real_command_among_talk_gets_the_intent_the_daemon_would_publish(
     assert "country" in " ".join(u["text"] for u in speech_of_jfk).lower()
 
 
+@pytest.mark.shared
+def test_a_recording_is_heard_from_the_channel_the_config_picks(
+        whisper_int8_dir: Path, speech: Path, models: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2-mic HAT's recording checked with its config (channel = 1): understand mixed the channels
+    down while the daemon hears channel 1 only, so it found commands the daemon never would."""
+    audio, rate = read_wav(speech.joinpath(*OFFICE_CLIP))
+    command = audio[int(30.5 * rate):, 0]  # "turn on the office lights"
+    stereo = np.zeros((len(command), 2), np.float32)
+    stereo[:, 1] = command  # channel 0 is silent
+    from voiced.audio.wav import write_wav
+
+    write_wav(tmp_path / "hat.wav", stereo, rate)
+    (tmp_path / "lights.yaml").write_text("language: en\nintents:\n  HassTurnOn:\n    data:\n"
+                                          "      - sentences: ['turn on the office lights']\n")
+    config = tmp_path / "voiced.toml"
+    base = (f'[asr]\nmodel = "{whisper_int8_dir}"\n[vad]\nkind = "silero"\n'
+            f'model = "{models / "silero_vad_v5" / "silero_vad.onnx"}"\n'
+            f'[intents]\ntemplates = ["{tmp_path / "lights.yaml"}"]\n')
+
+    def intents(channel: int) -> list[str | None]:
+        config.write_text(f'[audio]\nchannels = 2\nchannel = {channel}\n\n{base}')
+        assert main(["understand", "--config", str(config), "--json", str(tmp_path / "hat.wav")]) == 0
+        return [json.loads(line)["intent"] for line in capsys.readouterr().out.splitlines()]
+
+    assert intents(1) == ["HassTurnOn"]
+    assert intents(0) == []  # the daemon hears nothing there either
+    write_wav(tmp_path / "hat.wav", command, rate)  # a mono recording: all there is, whatever the channel
+    assert intents(1) == ["HassTurnOn"]
+
+
 def test_a_config_without_a_model_names_the_key_and_the_file(tmp_path: Path) -> None:
     path = _config(tmp_path / "voiced.toml", None, tmp_path / "silero.onnx")
     with pytest.raises(ConfigError, match="asr.model") as err:

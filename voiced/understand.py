@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from voiced.audio.source import SOURCE_KEY, AudioSource, NullSource, WavSource
+from voiced.audio.wav import WavReader
 from voiced.cloud.config import CloudConfig
 from voiced.config import Config
 from voiced.core.events import CoreEvent, IntentRecognized, Utterance
@@ -88,8 +89,15 @@ class Understanding:
         self._stage = IntentStage(self.models, self.counters, self._answers.append)
 
     def recording(self, path: Path) -> Iterator[Understood]:
-        """Each utterance of the WAV file ``path`` as it is endpointed, with its intent."""
-        return self.utterances(WavSource(path), str(path))
+        """Each utterance of the WAV file ``path`` as it is endpointed, with its intent; from the
+        channel ``[audio] channel`` picks (a 2-mic HAT's recording, heard as the daemon hears the
+        HAT), unless the file has no such channel (a mono recording is all there is)."""
+        channel = self.config.audio.channel
+        if channel is not None:
+            reader = WavReader(path)
+            reader.close()
+            channel = channel if channel < reader.info.channels else None
+        return self.utterances(WavSource(path, channel=channel), str(path))
 
     def utterances(self, source: AudioSource, name: str) -> Iterator[Understood]:
         """Each utterance of ``source`` (opened and closed here), as the daemon's listener endpoints it."""
