@@ -103,19 +103,21 @@ def test_transcribe_energy_vad_on_resampled_stereo(speech, asr_model, tmp_path, 
 
 
 @needs_alsa
-def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path) -> None:
-    """voiced listen through real libasound: the file plugin's infile is the microphone."""
+def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path, capsys) -> None:
+    """voiced listen through real libasound: the file plugin's infile is a two-channel microphone with
+    the command on its second channel (--channel 1 was refused: the device was opened with one)."""
     pcm = np.concatenate([np.zeros(8000, np.int16), read(speech / COMMAND), np.zeros(32000, np.int16)])
     # the file plugin keeps returning stale data after its infile ends: pad with real silence
+    mono = np.concatenate([pcm, np.zeros(16000 * 20, np.int16)])
     infile = tmp_path / "mic.raw"
-    infile.write_bytes(np.concatenate([pcm, np.zeros(16000 * 20, np.int16)]).tobytes())
+    infile.write_bytes(np.stack([np.zeros_like(mono), mono], axis=1).tobytes())  # channel 0 silent
     conf = tmp_path / "asoundrc"
     conf.write_text(file_pcm("mic", infile))
     env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{conf}", HOME=str(tmp_path), PYTHONPATH=str(REPO))
     vad = models / "silero_vad_v5" / "silero_vad.onnx"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voiced.cli", "listen", "--device", "mic", "--json", "--vad", "silero",
-         "--vad-model", str(vad), "--asr-model", str(asr_model)],
+        [sys.executable, "-m", "voiced.cli", "listen", "--device", "mic", "--channel", "1", "--json", "--vad",
+         "silero", "--vad-model", str(vad), "--asr-model", str(asr_model)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     events = []
@@ -130,6 +132,9 @@ def test_listen_on_alsa_device_prints_events(speech, models, asr_model, tmp_path
     assert [e["type"] for e in events if e["type"] != "partial"] == ["speech_start", "speech_end", "final"], err
     assert events[-1]["device"] == "mic" and events[-1]["text"]
     assert proc.returncode == 0, err
+    # a channel the device is not opened with is named as the option was typed
+    assert main(["listen", "--device", "mic", "--channels", "2", "--channel", "2", "--vad", "energy"]) == 1
+    assert "voiced: --channel: must be unset or within 0..1 (channels = 2), got 2" in capsys.readouterr().err
 
 
 @needs_alsa

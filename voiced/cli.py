@@ -126,7 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("listen", help="live events from an ALSA capture device",
                        description="Listen on an ALSA device and print speech events until interrupted.")
     p.add_argument("--device", default="default", metavar="PCM", help="ALSA PCM name, e.g. hw:1,0 (default: %(default)s)")
-    p.add_argument("--channel", type=int, default=None, metavar="N", help="capture channel to use (default: downmix)")
+    p.add_argument("--channels", type=int, default=None, metavar="C",
+                   help="channels to open the device with (default: 1, or enough for --channel)")
+    p.add_argument("--channel", type=int, default=None, metavar="N",
+                   help="0-based capture channel to use (default: all channels mixed down)")
     _add_asr_args(p, required=False)
     _add_vad_args(p, default="energy")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -375,7 +378,12 @@ def cmd_listen(args: argparse.Namespace) -> int:
     stop = threading.Event()
     _stop_on_signals(stop)
     listener = Listener(recognizer, _endpointer(args), args.window_frames)
-    source = AlsaSource(AlsaCaptureConfig(device=args.device, channel=args.channel), stop=stop)
+    channels = args.channels or (args.channel + 1 if args.channel is not None and args.channel >= 0 else 1)
+    try:
+        capture = AlsaCaptureConfig(device=args.device, channels=channels, channel=args.channel)
+    except ConfigError as exc:
+        raise exc.as_option() from None  # named as typed: --channel, not channel
+    source = AlsaSource(capture, stop=stop)
     with source:
         if not source.capturing:  # at a terminal a wrong name is an error; the daemon waits for its device
             raise AudioError(f"--device {args.device}: cannot open it ({source.stats.last_error}); "

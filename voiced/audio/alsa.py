@@ -73,7 +73,8 @@ class AlsaCaptureConfig:
         if not _is_int(self.channels) or not 1 <= self.channels <= 32:
             raise ConfigError("channels", f"must be within 1..32, got {self.channels!r}")
         if self.channel is not None and (not _is_int(self.channel) or not 0 <= self.channel < self.channels):
-            raise ConfigError("channel", f"must be None or within 0..{self.channels - 1}, got {self.channel!r}")
+            raise ConfigError("channel", f"must be unset or within 0..{self.channels - 1} (channels = {self.channels}),"
+                                         f" got {self.channel!r}")
         if not _is_int(self.period_ms) or not 1 <= self.period_ms <= 1000:
             raise ConfigError("period_ms", f"must be within 1..1000 ms, got {self.period_ms!r}")
         if not isinstance(self.backoff, BackoffPolicy):
