@@ -372,7 +372,8 @@ class MqttClient:
             log.warning("broker %s:%d refused the connection: %s", self.config.host, self.config.port, reason)
             self._attempt_ended()
             return
-        self._backoff.reset()
+        if self._brief < BRIEF_IN_A_ROW:  # flapping with a twin client: the backoff goes on growing
+            self._backoff.reset()
         with self._send_lock:
             # Paho would retransmit what it holds right after this callback; the outbox has all
             # of it, in order, so paho forgets it and sending restarts from the oldest message.
@@ -421,17 +422,23 @@ class MqttClient:
             self._cond.notify_all()
         if stopping:
             return
-        delay = self._next_delay()
-        log.log(logging.WARNING if was_connected else logging.DEBUG,
-                "disconnected from %s:%d (%s); retrying in %.2f s", self.config.host, self.config.port, reason, delay)
         if was_connected:
-            self._brief = self._brief + 1 if time.monotonic() - self._connected_at < BRIEF_S else 0
-            if self._brief >= BRIEF_IN_A_ROW:
-                # A broker drops the older of two clients with one id: both then reconnect, for ever.
-                log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1),
-                        "the broker ended %d connections in a row within %.0f s of accepting them: is another "
-                        "client using client id %r (devices cloned from one image share a host name)? "
-                        "Set [mqtt] client_id", self._brief, BRIEF_S, self.config.resolved_client_id)
+            brief = time.monotonic() - self._connected_at < BRIEF_S
+            self._brief = self._brief + 1 if brief else 0
+            if not brief:
+                self._backoff.reset()  # it worked a while: come back soon
+        delay = self._next_delay()
+        # A broker drops the older of two clients with one id: both then reconnect, for ever. Each
+        # drop was a warning twice a second; now the delay grows and the warnings are paced.
+        flapping = self._brief >= BRIEF_IN_A_ROW
+        log.log(logging.WARNING if was_connected and not flapping else logging.DEBUG,
+                "disconnected from %s:%d (%s); retrying in %.2f s", self.config.host, self.config.port, reason, delay)
+        if was_connected and flapping:
+            log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1, every=20),
+                    "the broker ended %d connections in a row within %.0f s of accepting them: is another "
+                    "client using client id %r (devices cloned from one image share a host name)? "
+                    "Set [mqtt] client_id (retrying in %.1f s)", self._brief, BRIEF_S, self.config.resolved_client_id,
+                    delay)
 
     def _next_delay(self) -> float:
         # Called before each of paho's reconnect waits: the wait is then exactly our delay.
