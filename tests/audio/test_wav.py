@@ -168,6 +168,22 @@ def test_truncated_recording_reads_what_is_there(tmp_path: Path, caplog: pytest.
     assert any(str(path) in r.getMessage() and "declares" in r.getMessage() for r in caplog.records)
 
 
+def test_a_data_chunk_whose_size_was_never_written_is_read_to_the_end(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A recorder stopped before it wrote the size leaves 0 in the data chunk: 1.2 s of speech read
+    as nothing, without a word. A truly empty data chunk (another chunk follows it) stays empty."""
+    data, expected = encode(SampleFormat.S16, (19200, 1))
+    path = tmp_path / "unsized.wav"
+    path.write_bytes(riff(fmt_chunk(1, 1, 16000, 16), chunk(b"data", data, declared=0)))
+    with caplog.at_level("WARNING", logger="voiced.audio.wav"):
+        samples, _ = read_wav(path)
+    np.testing.assert_array_equal(samples, expected)
+    assert any("declares 0 bytes but 38400 follow it" in r.getMessage() for r in caplog.records)
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(riff(fmt_chunk(1, 1, 16000, 16), chunk(b"data", b""), chunk(b"LIST", b"INFOtext")))
+    assert read_wav(empty)[0].shape == (0, 1)
+
+
 def test_streaming_blocks_equal_whole_read(tmp_path: Path) -> None:
     path = tmp_path / "long.wav"
     expected = make_wav(path, SampleFormat.S24, channels=2, frames=10_007)

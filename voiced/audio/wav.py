@@ -237,6 +237,10 @@ def _parse_header(f: BinaryIO, path: str) -> WavInfo:
     offset, declared = data
     block = channels * sample_format.width
     available = max(0, file_size - offset)
+    if declared == 0 and available and not _chunk_follows(f, offset):
+        # a recorder killed before it wrote the size (some write 0 at the start and fix it at the end)
+        logger.warning("%s: data chunk declares 0 bytes but %d follow it; reading them", path, available)
+        declared = available
     truncated = declared > available
     if truncated:
         logger.warning("%s: data chunk declares %d bytes but only %d are there; reading those",
@@ -246,6 +250,14 @@ def _parse_header(f: BinaryIO, path: str) -> WavInfo:
         logger.warning("%s: data ends with a partial frame (%d stray bytes), ignored", path, size % block)
     return WavInfo(path=path, rate=rate, channels=channels, format=sample_format,
                    frames=size // block, data_offset=offset, truncated=truncated)
+
+
+def _chunk_follows(f: BinaryIO, at: int) -> bool:
+    """Whether another RIFF chunk header (a four-letter id such as LIST) starts at ``at``: then an
+    empty data chunk is really empty, not audio whose size was never written."""
+    f.seek(at)
+    head = f.read(8)
+    return len(head) == 8 and all(32 <= b < 127 for b in head[:4]) and head[:4].strip(b" ").isalnum()
 
 
 def _parse_fmt(fmt: bytes, fail: Callable[[str], AudioError]) -> tuple[int, int, SampleFormat]:
