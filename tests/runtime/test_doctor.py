@@ -81,13 +81,15 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
 
 
 @needs_alsa
-def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
+@pytest.mark.shared
+def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int], models: Path) -> None:
     asoundrc = tmp_path / "asoundrc"
     asoundrc.write_text('pcm.mic {\n  type file\n  slave.pcm "null"\n  file "/dev/null"\n  infile "/dev/zero"\n}\n'
                         'pcm.!default {\n  type file\n  slave.pcm "null"\n  file "/dev/null"\n}\n')
     asr = make_transducer(tmp_path / "asr", "lstm")
-    config = write_config(tmp_path / "voiced.toml", source="alsa:mic", vad=vad_like_model(tmp_path / "vad.onnx"),
-                          asr=asr, host=broker[0], port=broker[1])
+    silero = models / "silero_vad_v5" / "silero_vad.onnx"
+    config = write_config(tmp_path / "voiced.toml", source="alsa:mic", vad=silero, asr=asr, host=broker[0],
+                          port=broker[1])
     env = {**os.environ, "ALSA_CONFIG_PATH": f"{_alsa_conf()}:{asoundrc}", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "voiced.doctor", "--config", str(config), "--profile", "x86-64"],
                           capture_output=True, text=True, timeout=300, env=env, check=False)
@@ -98,7 +100,7 @@ def test_good_setup_exits_zero(tmp_path: Path, broker: tuple[str, int]) -> None:
     assert "[ ok ] capture: 'mic' opens at 16000 Hz (supports 16000, 44100, 48000 Hz)" in out
     assert "[ ok ] playback: 'default' opens at 22050 Hz" in out
     assert out.count("[ ok ] asr.model:") == 3 and "loads" in out
-    assert f"[ ok ] vad.model: {tmp_path / 'vad.onnx'}" in out
+    assert f"[ ok ] vad.model: {silero}" in out
     assert f"[ ok ] broker: {broker[0]}:{broker[1]} accepts TCP connections" in out
     assert "[ ok ] hardware: profile x86-64" in out
     assert "[ ok ] affinity capture: pinned to cores 0" in out
@@ -401,3 +403,22 @@ def test_voiced_doctor_takes_the_profile_its_own_advice_names(tmp_path: Path, ca
     main(["doctor", "--config", str(config), "--profile", "pi4", "--no-load"])
     out = capsys.readouterr().out
     assert "hardware: profile pi4" in out and f"config: {config} is valid" in out
+
+
+def test_a_state_directory_that_is_a_file_or_under_one_fails(tmp_path: Path) -> None:
+    """The daemon refuses both at start ("is a file, not a directory"); doctor called them writable."""
+    config = tmp_path / "voiced.toml"
+    blocker = tmp_path / "state"
+    blocker.write_text("not a directory\n")
+    for state in (blocker, blocker / "voiced"):
+        config.write_text(f'[daemon]\nstate_dir = "{state}"\n')
+        check = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["state"]
+        assert check.status is CheckStatus.FAIL and f"{blocker} is a file, not a directory" in check.message, check
+
+
+def test_a_vad_model_that_is_no_silero_vad_fails(tmp_path: Path, broker: tuple[str, int]) -> None:
+    """Any ONNX file "loaded" (a transducer's joiner given as vad.model), and the daemon then refused it."""
+    config = write_config(tmp_path / "voiced.toml", source="none", vad=vad_like_model(tmp_path / "vad.onnx"), asr=None,
+                          host=broker[0], port=broker[1])
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["vad.model"]
+    assert check.status is CheckStatus.FAIL and "not a Silero VAD v5 model" in check.message, check

@@ -191,7 +191,12 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
                          f"no checksum record ({trust})" if trust else "checksum ok")
     if load:
         try:
-            create_session(path)
+            if key == "vad.model":  # as the daemon loads it: the file must be a Silero VAD, not any model
+                from voiced.vad.silero import SileroVad
+
+                SileroVad.load(path)
+            else:
+                create_session(path)
         except VoicedError as exc:
             return Check(key, CheckStatus.FAIL, str(exc), fix)
         notes.append("loads")
@@ -287,7 +292,12 @@ def check_state(state_dir: Path, runtime_dir: Path | None, where: str) -> Check:
                 else "lost if voiced stops before the disk takes writes: no runtime directory")
         return Check("state", CheckStatus.WARN, f"{state_dir} is on a {disk} disk: the outbox works from memory "
                      f"(what it holds is {kept})", fix)
-    folder = next(p for p in (state_dir, *state_dir.parents) if p.is_dir())
+    existing = next(p for p in (state_dir, *state_dir.parents) if p.exists())
+    if not existing.is_dir():  # the daemon refuses it at start
+        return Check("state", CheckStatus.FAIL, f"{existing} is a file, not a directory: the outbox cannot live "
+                     f"{'there' if existing == state_dir else f'in {state_dir}'}",
+                     f"move the file away or set daemon.state_dir in {where}")
+    folder = existing
     if not os.access(folder, os.W_OK | os.X_OK):
         made = "" if folder == state_dir else f" (to make {state_dir})"
         return Check("state", CheckStatus.FAIL, f"{folder} is not writable{made}: the outbox cannot be opened",
