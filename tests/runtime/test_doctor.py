@@ -422,3 +422,11 @@ def test_a_vad_model_that_is_no_silero_vad_fails(tmp_path: Path, broker: tuple[s
                           host=broker[0], port=broker[1])
     check = by_name(run_checks(config, DoctorOptions(profile="x86-64")))["vad.model"]
     assert check.status is CheckStatus.FAIL and "not a Silero VAD v5 model" in check.message, check
+
+
+def test_an_llm_model_folder_that_is_not_there_fails(tmp_path: Path) -> None:
+    """The daemon fails its start on it (README: "fails the start either way"); doctor had no LLM check."""
+    config = tmp_path / "voiced.toml"
+    config.write_text(f'[llm]\nmodel = "{tmp_path / "qwen"}"\n')
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["llm.model"]
+    assert check.status is CheckStatus.FAIL and "genai_config.json" in check.message, check

@@ -122,6 +122,17 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
         else:
             parts = tuple(p for p in (found_voice.model, found_voice.encoder, found_voice.decoder) if p is not None)
             files += [("tts.voice", p) for p in parts]
+    llm_model = getattr(getattr(config, "llm", None), "model", None)
+    if llm_model is not None:  # what the daemon reads at start (the model itself loads after READY)
+        from voiced.llm.runtime import read_genai_config
+
+        try:
+            read_genai_config(llm_model)
+        except VoicedError as exc:
+            checks.append(Check("llm.model", CheckStatus.FAIL, str(exc),
+                                "build or download an onnxruntime-genai model folder, or unset llm.model"))
+        else:
+            checks.append(Check("llm.model", CheckStatus.OK, f"{llm_model} has its genai_config.json"))
     verify = _verifier()
     for key, path in files:
         checks.append(_check_model_file(key, path, verify, options.load_models))
