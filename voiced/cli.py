@@ -288,7 +288,7 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     server.start()
     core.start()
     notifier.ready(core.status_line())
-    log.info("voiced wyoming serving on %s (port %s)", wy.uri, server.port)
+    log.info("voiced wyoming serving on %s%s", wy.uri, f" (port {server.port})" if server.port is not None else "")
     advise_huge_pages()  # the weights into huge pages now that READY=1 is out (models load without)
     while not core.supervisor.wait(0.5):
         pass
