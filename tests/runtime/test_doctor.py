@@ -430,3 +430,21 @@ def test_an_llm_model_folder_that_is_not_there_fails(tmp_path: Path) -> None:
     config.write_text(f'[llm]\nmodel = "{tmp_path / "qwen"}"\n')
     check = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["llm.model"]
     assert check.status is CheckStatus.FAIL and "genai_config.json" in check.message, check
+
+
+def test_a_file_source_is_opened_as_the_daemon_opens_it(tmp_path: Path) -> None:
+    """A mono recording with audio.channel = 1 "exists" for doctor; the daemon refused it at start."""
+    wav = tmp_path / "room.wav"
+    write_wav(wav, np.zeros(1600, np.int16), 16000)
+    config = tmp_path / "voiced.toml"
+
+    def capture(audio: str) -> Check:
+        config.write_text(f'[audio]\nsource = "file:{wav}"\n{audio}\n')
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["capture"]
+
+    ok = capture("")
+    assert ok.status is CheckStatus.OK and f"file:{wav} @16000 Hz" in ok.message
+    bad = capture("channels = 2\nchannel = 1")
+    assert bad.status is CheckStatus.FAIL and "channel 1 requested" in bad.message and "1 channel(s)" in bad.message
+    wav.write_text("not a wav\n")
+    assert capture("").status is CheckStatus.FAIL

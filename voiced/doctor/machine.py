@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from voiced.audio.source import SourceKind, parse_source
+from voiced.audio.source import SourceKind, WavSource, parse_source
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
-from voiced.errors import ConfigError
+from voiced.errors import ConfigError, VoicedError
 from voiced.runtime.affinity import (
     GOVERNOR_FIX,
     available_cpus,
@@ -42,10 +42,17 @@ def check_capture(audio: Any, where: str, profile_device: str = "default") -> li
         return [Check("capture", CheckStatus.WARN, "audio.source = 'none': nothing is listened to",
                       f"set audio.source = 'alsa:DEVICE' in {where}")]
     if kind is SourceKind.FILE:
-        ok = Path(rest or "").is_file()
-        return [Check("capture", CheckStatus.OK if ok else CheckStatus.FAIL,
-                      f"file {rest} " + ("exists" if ok else "does not exist"),
-                      None if ok else f"correct audio.source in {where}")]
+        if not Path(rest or "").is_file():
+            return [Check("capture", CheckStatus.FAIL, f"file {rest} does not exist", f"correct audio.source in {where}")]
+        source = WavSource(rest or "", channel=audio.channel)
+        try:  # as the daemon opens it: a WAV it can read, with the channel audio.channel picks
+            source.open()
+            heard = source.describe()
+        except VoicedError as exc:
+            return [Check("capture", CheckStatus.FAIL, str(exc), f"correct audio.source / audio.channel in {where}")]
+        finally:
+            source.close()
+        return [Check("capture", CheckStatus.OK, heard)]
     rest = rest or profile_device
     rates = list(dict.fromkeys((audio.capture_rate, audio.fallback_rate, *PROBE_RATES)))
     return [_probe_pcm("capture", rest, rates, audio.channels, capture=True, where=where,
