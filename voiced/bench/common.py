@@ -7,6 +7,7 @@ import platform
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,24 +34,44 @@ def installed_env() -> dict[str, str]:
     return env
 
 
+_MEASURE = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as exc:
+        os.write(2, f"{sys.argv[2]}: {exc.strerror}\\n".encode())
+    os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+os.write(int(sys.argv[1]), f"{time.perf_counter() - start} {ru.ru_utime + ru.ru_stime} {ru.ru_maxrss}".encode())
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+"""Runs the measured command from a small process: Linux counts the memory of the process that
+exec'd a program in that program's peak RSS (exec keeps the old address space's high-water mark;
+with vfork it is the parent's), so a command started straight from a benchmark that had grown to
+780 MB reported 780 MB, whatever it used."""
+
+
 def measure_process(cmd: Sequence[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run ``cmd`` to completion (in ``env``, else this environment); its wall time, CPU seconds
-    (user+sys) and peak RSS."""
+    (user+sys) and peak RSS (its own: it is started from a small wrapper, see ``_MEASURE``)."""
+    read, write = os.pipe()
     # stderr goes to a file: a pipe read only after the exit would fill up and block the child
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
+    with tempfile.TemporaryFile() as err, open(read, "rb") as figures:
+        try:
+            proc = subprocess.Popen([sys.executable, "-S", "-c", _MEASURE, str(write), *cmd],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=env, pass_fds=(write,))
+        finally:
+            os.close(write)  # the wrapper's copy is the one written: the read ends when it exits
+        measured = figures.read().split()
+        code = proc.wait()
+        if code != 0 or len(measured) != 3:
             err.seek(0)
             raise RuntimeError(f"{cmd[0]} exited {code}: {err.read().decode(errors='replace')[-2000:]}")
-    return {
-        "wall_s": round(wall, 3),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-    }
+    wall, cpu, maxrss = (float(x) for x in measured)
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_mb": round(maxrss / 1024, 1)}
 
 
 def read_samples(files: Sequence[Path]) -> list[Any]:
