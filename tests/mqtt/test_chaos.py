@@ -8,12 +8,14 @@ generated transducer in the sherpa layout. The benchmark runs the full counts (2
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from tests.modelgen.transducer import make_transducer
 from tests.mqtt.conftest import MOSQUITTO
 from voiced.bench.chaos import PHASES, bench_chaos
+from voiced.errors import ConfigError
 
 
 @pytest.mark.shared
@@ -36,3 +38,35 @@ def test_broker_kills_stalls_a_full_disk_and_daemon_kills_lose_nothing(tmp_path,
         # the killed daemon held transcripts (none on the full disk), and the restarted one delivered them
         assert sum(e["held"] for e in figures["disk_full_kills"]["events"]) >= 1
     assert figures["lost_total"] == 0
+
+
+def _children() -> list[str]:
+    """Command lines of this process's live children."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.shared
+def test_a_daemon_that_cannot_start_ends_the_benchmark_with_its_error_and_leaves_nothing(tmp_path, speech) -> None:
+    """It waited for the daemon's stats for ever (a missing model); and what a failed or interrupted
+    run started (the daemon, mosquitto) outlived it. A typo in --phases ran nothing and reported
+    nothing lost."""
+    if MOSQUITTO is None:
+        pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
+    model = make_transducer(tmp_path / "z2", "zipformer2", seed=7, int8=True)
+    with pytest.raises(RuntimeError, match=r"(?s)voiced run exited 1:.*vad\.model .*model file not found"):
+        bench_chaos(model, speech, vad_model=tmp_path / "no-vad.onnx", seconds=8, faults=1, phases=("broker_stalls",))
+    assert not [c for c in _children() if "mosquitto" in c or "voiced" in c], _children()
+    with pytest.raises(ConfigError, match=r"--phases: unknown nope"):
+        bench_chaos(model, speech, phases=("nope",))
+    with pytest.raises(ConfigError, match=r"--seconds: at least 8"):
+        bench_chaos(model, speech, seconds=0.5)
+    with pytest.raises(ConfigError, match=r"--speech: .* has no hifitts"):
+        bench_chaos(model, tmp_path, seconds=8)

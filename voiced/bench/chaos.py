@@ -45,12 +45,15 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from voiced.bench.broker import Mosquitto
 from voiced.bench.smalldisk import fill, mount_small
+from voiced.errors import ConfigError
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE
 
 __all__ = ["PHASES", "bench_chaos"]
 
 PHASES = ("broker_restarts", "broker_crashes", "broker_stalls", "disk_full", "daemon_kills", "disk_full_kills")
 _SMALL_DISK_PHASES = ("disk_full", "disk_full_kills")
+MIN_SECONDS = 8.0
+"""Audio per phase, at least: faults are spread from 3 s in to 4 s before its end."""
 SITE = "chaos"
 TEXT_TOPIC = "hermes/asr/textCaptured"
 
@@ -133,6 +136,21 @@ class _Run:
         self.runtime = work / "run"  # not on the small disk: as /run is not on the SD card
         self.asr_model, self.vad_model = asr_model, vad_model
         self.log = work / "voiced.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        """The daemon running now (killed on the way out, whatever ends the benchmark)."""
+
+    def check_alive(self) -> None:
+        """RuntimeError with the end of its log when the daemon ended by itself (a model that does not
+        load): the benchmark waited for its stats for ever."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is not None and code != -signal.SIGKILL:
+            tail = self.log.read_text(errors="replace")[-1500:] if self.log.exists() else ""
+            raise RuntimeError(f"voiced run exited {code}:\n{tail}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def log_size(self) -> int:
         return self.log.stat().st_size if self.log.exists() else 0
@@ -167,15 +185,17 @@ state_dir = "{self.state}"
 runtime_dir = "{self.runtime}"
 stats_interval_s = 1.0
 """)
-        log = open(self.log, "ab")
-        return subprocess.Popen([sys.executable, "-m", "voiced", "-vv", "run", "--config", str(conf)],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=self.work)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "voiced", "-vv", "run", "--config", str(conf)],
+                                         stdout=log, stderr=subprocess.STDOUT, cwd=self.work)
+        return self.proc
 
 
-def _wait_done(rec: _Recorder, audio_s: float, timeout: float) -> dict[str, Any]:
+def _wait_done(rec: _Recorder, run: _Run, audio_s: float, timeout: float) -> dict[str, Any]:
     """Until the daemon has heard the whole file and its outbox is empty (as its stats say)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        run.check_alive()
         _, stats = rec.snapshot()
         heard = stats.get("counters", {}).get("windows", 0) * 0.1
         if heard >= audio_s - 1.0 and stats.get("mqtt", {}).get("queued", 1) == 0:
@@ -205,6 +225,7 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
     killed_delivered: set[str] = set()
     for at in times:
         time.sleep(max(0.0, t0 + at - time.monotonic()))
+        run.check_alive()
         if kind in ("broker_restarts", "broker_crashes"):
             sig = signal.SIGKILL if kind == "broker_crashes" else signal.SIGTERM
             down = rng.uniform(0.3, 2.5)
@@ -264,7 +285,7 @@ def _phase(kind: str, faults: int, seconds: float, rng: random.Random, run: _Run
                 ballast.unlink()
             events.append({"at_s": round(at, 1), "held": len(held),
                            "disk_freed": "before the restart" if free_first else "after the restart"})
-    stats = _wait_done(rec, _duration(audio), timeout=seconds + 120)
+    stats = _wait_done(rec, run, _duration(audio), timeout=seconds + 120)
     _stop(proc)
     sessions = [s for s in rec.snapshot()[0] if s not in before]
     delivered = set(sessions)
@@ -296,12 +317,22 @@ def _duration(audio: Path) -> float:
 def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, seconds: float = 120.0,
                 faults: int = 20, phases: tuple[str, ...] = PHASES, seed: int = 0) -> dict[str, Any]:
     """Each phase: ``seconds`` of real speech with ``faults`` faults (a quarter as many daemon kills)."""
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:  # a typo ran no fault and reported nothing lost
+        raise ConfigError("--phases", f"unknown {', '.join(unknown)} (known: {', '.join(PHASES)})")
+    if seconds < MIN_SECONDS:
+        raise ConfigError("--seconds", f"at least {MIN_SECONDS:g}: faults come from 3 s in to 4 s before the end")
+    if not (speech / "hifitts_6097_5min" / "audio").is_dir():
+        raise ConfigError("--speech", f"{speech} has no hifitts_6097_5min/audio (../shared/speech)")
     rng = random.Random(seed)
     results: dict[str, Any] = {"asr_model": str(asr_model), "seconds_per_phase": seconds, "seed": seed}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         state = work / "state"
         small = os.geteuid() == 0 and mount_small(state)
+        broker: Mosquitto | None = None
+        rec: _Recorder | None = None
+        run: _Run | None = None
         try:
             broker = Mosquitto(work, persistent=True)
             rec = _Recorder(broker.port)
@@ -315,9 +346,14 @@ def bench_chaos(asr_model: Path, speech: Path, vad_model: Path | None = None, se
                 results[kind] = _phase(kind, n, seconds, rng, run, broker, rec, audio)
                 print(json.dumps({kind: {k: v for k, v in results[kind].items() if k != "events"}}),
                       file=sys.stderr, flush=True)
-            rec.close()
-            broker.stop()
-        finally:
+        finally:  # Ctrl-C, SIGTERM (see the bench CLI) or a failure: no daemon, broker or mount left behind
+            if run is not None:
+                run.kill()
+            if rec is not None:
+                rec.close()
+            if broker is not None:
+                broker.signal(signal.SIGCONT)  # stopped mid-stall, it would not hear the SIGTERM
+                broker.stop()
             if small:
                 subprocess.run(["umount", "-l", str(state)], capture_output=True)
     results["lost_total"] = sum(r.get("lost", 0) for r in results.values() if isinstance(r, dict))

