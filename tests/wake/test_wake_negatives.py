@@ -30,3 +30,17 @@ def test_a_minute_of_generated_speech_is_scored_by_every_head_and_cached(tmp_pat
     for head in figures["heads"].values():
         assert head["false_accepts"] == 0  # speech, but no wake word
         assert head["score_max"] < 0.5 and set(head["per_hour_by_threshold"]) == {"0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"}
+
+
+@pytest.mark.shared
+def test_the_wake_bench_without_negatives_reports_detections_and_skips_the_cpu(models, speech, tmp_path) -> None:
+    """--negative is optional, but without it the CPU figure divided by zero hours of audio."""
+    from voiced.bench.wake import bench_wake
+    from voiced.errors import ConfigError
+
+    clip = speech / "openwakeword_clips" / "alexa_test.wav"
+    report = bench_wake(models / "openwakeword", [clip], [], cpu_runs=1)
+    assert "alexa_v0.1" in report["detections"]["alexa_test.wav"]["fired"]
+    assert report["cpu"] == {"skipped": "no --negative audio to time"}
+    with pytest.raises(ConfigError, match=r"^--models: .* is not a folder"):
+        bench_wake(tmp_path / "none", [clip], [])

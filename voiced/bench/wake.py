@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from voiced.bench.common import machine
+from voiced.errors import ConfigError
 
 __all__ = ["bench_wake"]
 
@@ -113,6 +114,8 @@ def bench_wake(folder: Path, positives: Sequence[Path], negatives: Sequence[Path
                thresholds: Sequence[float] = (0.3, 0.5, 0.7), cpu_seconds: float = 300.0,
                cpu_runs: int = 3) -> dict[str, Any]:
     """Figures as the module docstring lists them; ``cpu_seconds`` of the negatives are used for CPU."""
+    if not folder.is_dir():  # else the error named the temporary copy of it
+        raise ConfigError("--models", f"{folder} is not a folder of openWakeWord models")
     with _with_stream(folder) as (models, form):
         report = _bench(models, positives, negatives, threshold, thresholds, cpu_seconds, cpu_runs)
     report["models"], report["embedding_form"] = str(folder), form
@@ -138,6 +141,9 @@ def _bench(folder: Path, positives: Sequence[Path], negatives: Sequence[Path], t
     report["false_accepts"] = fa
     cpu_audio = audio[:int(cpu_seconds * 16000)]
     audio_h = len(cpu_audio) / 16000 / 3600
+    if not len(cpu_audio):  # the CPU is timed on the negatives (it divided by zero without them)
+        report["cpu"] = {"skipped": "no --negative audio to time"}
+        return report
     report["cpu"] = {"audio_s": round(len(cpu_audio) / 16000, 1), "runs": cpu_runs}
     for name, heads in (("1_head", ONE_HEAD), ("4_heads", FOUR_HEADS)):
         contenders: dict[str, Callable[[], float]] = {
