@@ -40,3 +40,38 @@ def test_a_home_assistant_set_up_answers_every_transcript_and_every_say(tmp_path
     assert figures["transcripts_lost"] == 0 and figures["transcripts_duplicated"] == 0
     assert figures["says_sent"] >= 3 and figures["says_finished"] == figures["says_sent"]
     assert figures["intent_answers"] >= figures["queries_sent"]
+
+
+@pytest.mark.shared
+def test_ctrl_c_ends_the_soak_through_its_clean_up(tmp_path, speech) -> None:
+    """A SIGINT to the bench left its daemon's stages inside ONNX Runtime while the process exited
+    ("terminate called without an active exception", exit 134) and its mosquitto running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_cli_listen import REPO
+
+    if MOSQUITTO is None:
+        pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
+    model = make_transducer(tmp_path / "z2", "zipformer2", seed=7, int8=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))  # its work folder under ours
+    proc = subprocess.Popen([sys.executable, "-m", "voiced", "bench", "soak", "--asr-model", str(model),
+                             "--speech", str(speech), "--hours", "1", "--sample-s", "1"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first sample: the daemon is running and hearing
+            if line.startswith('{"wall_s"'):
+                break
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    left = subprocess.run(["pgrep", "-f", f"mosquitto -c {tmp_path}"], capture_output=True, text=True).stdout
+    assert not left, "mosquitto outlived the bench"

@@ -410,6 +410,7 @@ def _chaos(args: argparse.Namespace) -> int:
 def _soak(args: argparse.Namespace) -> int:
     from voiced.bench.soak import bench_soak
 
+    _stop_on_sigterm()
     return _print(bench_soak(args.asr_model, args.speech, args.hours, args.sample_s, vad_model=args.vad_model,
                              builtin=args.builtin, voice=args.voice))
 

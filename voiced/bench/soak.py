@@ -167,6 +167,12 @@ def _config(work: Path, port: int, asr_model: Path, vad_model: Path | None, buil
     return config
 
 
+STOP_S = 30.0
+"""How long the daemon's stages get to stop: one still inside ONNX Runtime when the process exits
+aborts it ("terminate called without an active exception"), and a long utterance's last
+decode on a busy machine took more than the daemon's default."""
+
+
 def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: float = 30.0,
                queries_per_s: float = 2.0, warmup_fraction: float = 0.1, vad_model: Path | None = None,
                builtin: bool = False, voice: Path | None = None, says_per_s: float = 0.2) -> dict[str, Any]:
@@ -192,50 +198,58 @@ def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: flo
         source = LoopSource(clips, hours)
         daemon.core.source = source
         daemon.start()
-        sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="soak-sender")
-        sender.connect("127.0.0.1", broker.port)
-        sender.loop_start()
-        samples: list[dict[str, float]] = []
-        t0 = time.monotonic()
-        queries, next_query, next_sample = 0, t0, t0
-        says, next_say = 0, t0
-        total_s = source.total / 16_000
-        while True:
-            now = time.monotonic()
-            # windows heard while the daemon speaks are muted (half-duplex), heard all the same
-            heard = (daemon.counters.get("windows") + daemon.counters.get("windows_muted")) * 0.1
-            if now >= next_query:  # MQTT traffic meanwhile
-                sender.publish(Topic.NLU_QUERY, json.dumps({"input": "turn on the kitchen light", "siteId": "soak",
-                                                            "id": str(queries)}), qos=1)
-                queries += 1
-                next_query += 1 / queries_per_s
-            if replies and now >= next_say:
-                sender.publish(Topic.TTS_SAY, json.dumps({"text": replies[says % len(replies)], "siteId": "soak",
-                                                          "id": f"say-{says}"}), qos=1)
-                says += 1
-                next_say += 1 / says_per_s
-            if now >= next_sample or heard >= total_s - 0.2:
-                sample = {"wall_s": round(now - t0, 1), "audio_h": round(heard / 3600, 3), **_proc(),
-                          "outbox": int(daemon.client.stats()["queued"])}
-                samples.append(sample)
-                print(json.dumps(sample), file=sys.stderr, flush=True)
-                next_sample += sample_s
-                if heard >= total_s - 0.2:
-                    break
-            time.sleep(0.05)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (daemon.client.stats()["queued"] or counter.texts
-                                               < daemon.counters.get("transcripts") or counter.says_finished < says):
-            time.sleep(0.2)
-        time.sleep(1.0)
-        produced = daemon.counters.get("transcripts")
-        # at one moment: the daemon's stop ends the utterance under way, and its transcript is
-        # produced after this count (it once showed as a duplicate)
-        received, delivered = counter.counts()
-        daemon.stop(timeout=5)
-        sender.loop_stop()
-        counter.close()
-        broker.close()
+        stopped = False
+        sender: mqtt.Client | None = None
+        try:
+            sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="soak-sender")
+            sender.connect("127.0.0.1", broker.port)
+            sender.loop_start()
+            samples: list[dict[str, float]] = []
+            t0 = time.monotonic()
+            queries, next_query, next_sample = 0, t0, t0
+            says, next_say = 0, t0
+            total_s = source.total / 16_000
+            while True:
+                now = time.monotonic()
+                # windows heard while the daemon speaks are muted (half-duplex), heard all the same
+                heard = (daemon.counters.get("windows") + daemon.counters.get("windows_muted")) * 0.1
+                if now >= next_query:  # MQTT traffic meanwhile
+                    sender.publish(Topic.NLU_QUERY, json.dumps({"input": "turn on the kitchen light", "siteId": "soak",
+                                                                "id": str(queries)}), qos=1)
+                    queries += 1
+                    next_query += 1 / queries_per_s
+                if replies and now >= next_say:
+                    sender.publish(Topic.TTS_SAY, json.dumps({"text": replies[says % len(replies)], "siteId": "soak",
+                                                              "id": f"say-{says}"}), qos=1)
+                    says += 1
+                    next_say += 1 / says_per_s
+                if now >= next_sample or heard >= total_s - 0.2:
+                    sample = {"wall_s": round(now - t0, 1), "audio_h": round(heard / 3600, 3), **_proc(),
+                              "outbox": int(daemon.client.stats()["queued"])}
+                    samples.append(sample)
+                    print(json.dumps(sample), file=sys.stderr, flush=True)
+                    next_sample += sample_s
+                    if heard >= total_s - 0.2:
+                        break
+                time.sleep(0.05)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (daemon.client.stats()["queued"] or counter.texts
+                                                   < daemon.counters.get("transcripts") or counter.says_finished < says):
+                time.sleep(0.2)
+            time.sleep(1.0)
+            produced = daemon.counters.get("transcripts")
+            # at one moment: the daemon's stop ends the utterance under way, and its transcript is
+            # produced after this count (it once showed as a duplicate)
+            received, delivered = counter.counts()
+            daemon.stop(timeout=STOP_S)
+            stopped = True
+        finally:  # Ctrl-C or SIGTERM too: a stage left inside ONNX Runtime at exit aborts the process
+            if not stopped:
+                daemon.stop(timeout=STOP_S)
+            if sender is not None:
+                sender.loop_stop()
+            counter.close()
+            broker.close()
     warm = [s for s in samples if s["audio_h"] >= hours * warmup_fraction] or samples
     wall = samples[-1]["wall_s"] if samples else 0.0
     return {
