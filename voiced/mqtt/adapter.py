@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 
 from voiced import __version__
+from voiced.audio.wav import encode_wav
 from voiced.config import Config
 from voiced.core.engine import Core
-from voiced.audio.wav import encode_wav
 from voiced.core.events import (
     AudioCaptured,
     ControlsChanged,

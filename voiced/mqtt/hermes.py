@@ -58,8 +58,8 @@ from voiced.mqtt.hermes_topics import (
 
 __all__ = [
     "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
-    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "for_site", "hotword_detected", "hotword_detected_topic",
-    "intent_name_from_topic",
+    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "for_site", "hotword_detected",
+    "hotword_detected_topic", "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
     "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_started",

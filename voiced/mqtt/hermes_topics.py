@@ -11,8 +11,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "DEFAULT_SITE", "Topic", "audio_captured_topic", "for_site", "hotword_detected_topic", "intent_name_from_topic", "intent_topic", "play_bytes_topic",
-    "play_finished_topic", "site_and_request_from_play_bytes",
+    "DEFAULT_SITE", "Topic", "audio_captured_topic", "for_site", "hotword_detected_topic", "intent_name_from_topic",
+    "intent_topic", "play_bytes_topic", "play_finished_topic", "site_and_request_from_play_bytes",
 ]
 
 DEFAULT_SITE = "default"
