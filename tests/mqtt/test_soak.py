@@ -60,7 +60,9 @@ def test_ctrl_c_ends_the_soak_through_its_clean_up(tmp_path, speech) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))  # its work folder under ours
     proc = subprocess.Popen([sys.executable, "-m", "voiced", "bench", "soak", "--asr-model", str(model),
                              "--speech", str(speech), "--hours", "1", "--sample-s", "1"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a test run started in the background ignores SIGINT, and its children inherit that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stderr is not None
         for line in proc.stderr:  # the first sample: the daemon is running and hearing
