@@ -4,35 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["add_bench_parser"]
 
 
-def _count(text: str) -> int:
-    """A number of runs, repeats, files or threads: a whole number of at least 1 (0 made some
-    benchmarks divide by zero, others run for ever)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _up_to(limit: int) -> Any:
-    """A count of 0..``limit`` (names, areas: as many as the generated lists hold)."""
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number of ``low``.. (``high``): runs, repeats, files, threads at least 1 (0 made some
+    benchmarks divide by zero, others run for ever); names and areas as many as the lists hold."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-        if not 0 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be within 0..{limit}, got {value}")
+        if high is None and value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be within {low}..{high}, got {value}")
         return value
     return parse
+
+
+_count = _whole(1)
 
 
 def _seconds(text: str) -> float:
@@ -184,8 +179,8 @@ def add_bench_parser(sub: Any) -> None:
                         " no, bounded and unbounded hotwords.")
     b.add_argument("--language", default="en", help="built-in set language (default: %(default)s)")
     b.add_argument("--runs", type=_count, default=5, metavar="N", help="runs over the utterance set (default: %(default)s)")
-    b.add_argument("--names", type=_up_to(500), default=50, metavar="N", help="device names (default: %(default)s, at most 500)")
-    b.add_argument("--areas", type=_up_to(100), default=10, metavar="N", help="areas (default: %(default)s, at most 100)")
+    b.add_argument("--names", type=_whole(0, 500), default=50, metavar="N", help="device names (default: %(default)s, at most 500)")
+    b.add_argument("--areas", type=_whole(0, 100), default=10, metavar="N", help="areas (default: %(default)s, at most 100)")
     b.add_argument("--asr-model", type=Path, default=None, metavar="DIR", help="transducer for the hotword figures")
     b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("--max-hotwords", type=int, default=None, metavar="N", help="bound to measure (default: the daemon's)")
@@ -199,8 +194,8 @@ def add_bench_parser(sub: Any) -> None:
     b.add_argument("--asr-model", type=Path, required=True, metavar="DIR", help="a streaming transducer")
     b.add_argument("--timing-files", type=_count, default=8, metavar="N")
     b.add_argument("--runs", type=_count, default=3, metavar="N", help="timing runs (default: %(default)s)")
-    b.add_argument("--names", type=_up_to(500), default=5, metavar="N")
-    b.add_argument("--areas", type=_up_to(100), default=3, metavar="N")
+    b.add_argument("--names", type=_whole(0, 500), default=5, metavar="N")
+    b.add_argument("--areas", type=_whole(0, 100), default=3, metavar="N")
     b.add_argument("--margin", type=float, default=None, help="[asr] template_margin (default: the daemon's)")
     b.add_argument("--threads", type=_count, default=1, metavar="N")
     b.add_argument("files", nargs="+", type=Path, metavar="FILE.wav")

@@ -198,7 +198,6 @@ def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: flo
         source = LoopSource(clips, hours)
         daemon.core.source = source
         daemon.start()
-        stopped = False
         sender: mqtt.Client | None = None
         try:
             sender = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="soak-sender")
@@ -241,11 +240,8 @@ def bench_soak(asr_model: Path, speech: Path, hours: float = 24.0, sample_s: flo
             # at one moment: the daemon's stop ends the utterance under way, and its transcript is
             # produced after this count (it once showed as a duplicate)
             received, delivered = counter.counts()
-            daemon.stop(timeout=STOP_S)
-            stopped = True
         finally:  # Ctrl-C or SIGTERM too: a stage left inside ONNX Runtime at exit aborts the process
-            if not stopped:
-                daemon.stop(timeout=STOP_S)
+            daemon.stop(timeout=STOP_S)
             if sender is not None:
                 sender.loop_stop()
             counter.close()
