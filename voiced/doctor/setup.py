@@ -135,8 +135,19 @@ def check_models(config: Any, options: DoctorOptions) -> list[Check]:
             checks.append(Check("llm.model", CheckStatus.OK, f"{llm_model} has its genai_config.json"))
     verify = _verifier()
     for key, path in files:
-        checks.append(_check_model_file(key, path, verify, options.load_models))
+        checks.append(_check_model_file(key, path, verify, options.load_models, _LOADERS.get(key)))
     return checks
+
+
+def _load_silero(path: Path) -> object:
+    from voiced.vad.silero import SileroVad
+
+    return SileroVad.load(path)
+
+
+_LOADERS: dict[str, Callable[[Path], object]] = {"vad.model": _load_silero}
+"""How the daemon loads a model when more than an ONNX session proves it (the VAD's signature); the
+rest are opened as sessions."""
 
 
 def check_sounds(config: Any) -> list[Check]:
@@ -183,7 +194,8 @@ def _wake_threshold_labels(thresholds: dict[str, float], melspec: Path, embeddin
                   f"use one of the models' labels: {', '.join(labels)}")]
 
 
-def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool) -> Check:
+def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None, load: bool,
+                      loader: Callable[[Path], object] | None = None) -> Check:
     from voiced.runtime.onnx import create_session
 
     fix = f"reinstall it with `voiced models` (or correct {key})"
@@ -202,12 +214,7 @@ def _check_model_file(key: str, path: Path, verify: Callable[[Path], Any] | None
                          f"no checksum record ({trust})" if trust else "checksum ok")
     if load:
         try:
-            if key == "vad.model":  # as the daemon loads it: the file must be a Silero VAD, not any model
-                from voiced.vad.silero import SileroVad
-
-                SileroVad.load(path)
-            else:
-                create_session(path)
+            (loader or create_session)(path)  # as the daemon loads it (a vad.model must be a Silero VAD)
         except VoicedError as exc:
             return Check(key, CheckStatus.FAIL, str(exc), fix)
         notes.append("loads")
