@@ -146,3 +146,48 @@ device = "spk"
             assert len(sub.payloads("hermes/asr/textCaptured")) == 2  # nothing from the echo during the tail
         finally:
             room.stop.set()
+
+
+@needs_alsa
+def test_stopped_while_a_long_sentence_is_synthesized_it_ends_the_sentence_and_exits_cleanly(
+        tmp_path, broker, subscriber_factory) -> None:
+    """SIGTERM while the speak stage is inside ONNX Runtime: the synthesis is cancelled. It used to
+    run on past the ~1.75 s the stages got to stop ("stage speak did not stop"), and the process
+    sometimes ended with exit 134 ("terminate called without an active exception": the interpreter
+    tore down under the running session): a core dump and a failed unit after a systemctl stop."""
+    voice = joe_voice_path()
+    (tmp_path / "asoundrc").write_text(playback_pcm("spk", tmp_path / "speaker.raw"))
+    # length_scale 3: one 400-phoneme part (the longest the voice runs at once) takes ~4.5 s to
+    # synthesize on a 2-core EPYC VM with the profile's two TTS threads
+    (tmp_path / "voiced.toml").write_text(f"""
+[site]
+id = "kitchen"
+[audio]
+source = "none"
+[vad]
+kind = "energy"
+[mqtt]
+host = "{broker.host}"
+port = {broker.port}
+[daemon]
+state_dir = "state"
+[tts]
+voice = "{voice}"
+length_scale = 3.0
+[playback]
+device = "spk"
+""")
+    text = "Good evening. " + " ".join(["The kitchen lights and the hallway lamp stay on while everyone sleeps"] * 12)
+    with voiced_run(tmp_path) as proc:
+        sub = subscriber_factory(broker, "#")
+        answered_probe(broker, sub)
+        query(broker, {"text": text, "siteId": "kitchen", "id": "long"}, "hermes/tts/say")
+        # "Good evening." is playing: the first long part is being synthesized now
+        sub.wait_for(lambda ms: any(t.endswith("/speaking") and p == b"ON" for t, p, _ in ms), "speaking ON")
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+        # the request is answered as Hermes wants every say answered, before the daemon goes
+        [done] = [json.loads(p) for p in sub.wait_count(1, "hermes/tts/sayFinished")]
+        assert done["id"] == "long"
+    out = (tmp_path / "voiced.log").read_text()
+    assert "did not stop" not in out and "terminate called" not in out and code == 0, out[-3000:]

@@ -14,7 +14,8 @@ from tests.tts.voicegen import decode_id_audio, decode_split_id_audio
 from voiced.errors import ConfigError
 from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceSettings
-from voiced.tts.errors import TextError
+from voiced.runtime.onnx import RunCancel
+from voiced.tts.errors import SynthesisCancelled, TextError
 from voiced.tts.model import Encoded, ModelInputs, SplitModel, WholeModel, chunk_plan
 from voiced.tts.voice import PiperVoice
 
@@ -94,9 +95,10 @@ def test_synthesis_is_lazy_sentence_by_sentence(id_voice: Path) -> None:
     assert isinstance(model, WholeModel)
     original = model.run
 
-    def counting(inputs: ModelInputs, release: bool = False, release_if_shared: bool = False) -> np.ndarray:
+    def counting(inputs: ModelInputs, release: bool = False, release_if_shared: bool = False,
+                 cancel: RunCancel | None = None) -> np.ndarray:
         calls.append(inputs.ids.shape[1])
-        return original(inputs, release, release_if_shared)
+        return original(inputs, release, release_if_shared, cancel)
 
     model.run = counting  # type: ignore[method-assign]
     chunks = voice.synthesize(TEXT)
@@ -104,6 +106,21 @@ def test_synthesis_is_lazy_sentence_by_sentence(id_voice: Path) -> None:
     first = next(chunks)
     assert len(calls) == 1 and first.sentence == 0  # the first sentence is out while the rest waits
     assert len(list(chunks)) == 3 and len(calls) == 4
+
+
+@pytest.mark.parametrize("kind", ["whole", "split"])
+def test_a_cancelled_synthesis_ends_at_its_next_model_run(kind: str, id_voice: Path, split_id_voice: Path) -> None:
+    voice = PiperVoice.load(id_voice if kind == "whole" else split_id_voice)
+    cancel = RunCancel()
+    chunks = voice.synthesize(TEXT, cancel=cancel)
+    first = next(chunks)
+    assert first.samples.size
+    cancel.cancel()  # from any thread; a run under way stops at its next node (the speaker's interrupt)
+    with pytest.raises(SynthesisCancelled):
+        next(chunks)
+    # the voice is unharmed: a new synthesis of the same text gives the same audio
+    again = list(voice.synthesize(TEXT))
+    assert np.array_equal(again[0].samples, first.samples) and len(again) > 1
 
 
 def test_empty_and_too_long_text_raise_at_the_call(id_voice: Path) -> None:
@@ -142,9 +159,10 @@ def test_first_chunk_is_out_after_one_decoder_step(split_id_voice: Path) -> None
     spans: list[int] = []
     original = model.decode
 
-    def counting(encoded: Encoded, start: int = 0, end: int | None = None) -> np.ndarray:
+    def counting(encoded: Encoded, start: int = 0, end: int | None = None,
+                 cancel: RunCancel | None = None) -> np.ndarray:
         spans.append((encoded.frames if end is None else end) - start)
-        return original(encoded, start, end)
+        return original(encoded, start, end, cancel)
 
     model.decode = counting  # type: ignore[method-assign]
     chunks = voice.synthesize(LONG)
@@ -196,7 +214,7 @@ def test_split_voice_keeps_one_gain_per_sentence(wide_split_voice: Path) -> None
     model, enc = voice.model, _long_encoding(voice)
     assert isinstance(model, SplitModel)
     floats = list(model.decode_chunks(enc, 45, 10))
-    model.encode = lambda inputs: enc  # type: ignore[method-assign]  # the prior sample is random: reuse one
+    model.encode = lambda inputs, cancel=None: enc  # type: ignore[method-assign]  # the prior sample is random: reuse one
     text = LONG.split("?")[0] + "?"
     chunks: list[AudioChunk] = list(voice.synthesize(text))
     assert len(chunks) == len(floats)

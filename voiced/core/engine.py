@@ -180,6 +180,8 @@ class Core:
     def stop(self, timeout: float = 5.0) -> bool:
         self.stop_event.set()
         self.source.stop()
+        if self.speaker is not None:
+            self.speaker.interrupt()  # a long sentence being synthesized ends now, not in seconds
         clean = self.supervisor.stop(timeout * 0.7)
         self.source.close()
         if self.speaker is not None:

@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,8 @@ from voiced.runtime.graph_cache import GraphCache
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["MMAP_THRESHOLD_BYTES", "SessionOptions", "arena_release", "create_session", "pin_mmap_threshold",
-           "trim_heap"]
+__all__ = ["MMAP_THRESHOLD_BYTES", "RunCancel", "SessionOptions", "arena_release", "create_session",
+           "pin_mmap_threshold", "trim_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -119,27 +120,67 @@ def _load_cached(ort, path: Path, so: ort.SessionOptions, cache: GraphCache) -> 
     return session
 
 
-@functools.cache
-def _releasing_run() -> ort.RunOptions:
+def _run_options(release: bool) -> ort.RunOptions:
     import onnxruntime as ort
 
     run = ort.RunOptions()
-    run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    if release:
+        run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return run
 
 
+@functools.cache
+def _releasing_run() -> ort.RunOptions:
+    return _run_options(True)
+
+
+class RunCancel:
+    """Ends model runs from another thread: a run made with :meth:`options` stops at its next node
+    once :meth:`cancel` is called (ONNX Runtime's ``RunOptions.terminate``; it then raises), and
+    later runs with them stop at once. One per piece of work that may be abandoned (a sentence
+    being spoken when the speaker is told to stop), so the thread does not sit out a long run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._options: dict[bool, ort.RunOptions] = {}
+        self._cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def options(self, release: bool = False) -> ort.RunOptions:
+        """The run options to run with (``release``: as :func:`arena_release` gives them)."""
+        with self._lock:
+            run = self._options.get(release)
+            if run is None:
+                run = self._options[release] = _run_options(release)
+                run.terminate = self._cancelled
+            return run
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            for run in self._options.values():
+                run.terminate = True
+
+
 @contextlib.contextmanager
-def arena_release(release: bool) -> Iterator[ort.RunOptions | None]:
+def arena_release(release: bool, cancel: RunCancel | None = None) -> Iterator[ort.RunOptions | None]:
     """The run options for one run (None: the default): with ``release``, ONNX Runtime's CPU arena
     gives its unused memory back at the end of the run, and the C heap's free pages go back to the
     system after it (``trim_heap``). For a rare input far larger than the usual ones, whose arena
-    growth would otherwise be kept for the life of the process."""
-    if not release:
+    growth would otherwise be kept for the life of the process. With ``cancel``: its options."""
+    if release:
+        pin_mmap_threshold()
+    if cancel is not None:
+        yield cancel.options(release)
+    elif release:
+        yield _releasing_run()
+    else:
         yield None
-        return
-    pin_mmap_threshold()
-    yield _releasing_run()
-    trim_heap()
+    if release:
+        trim_heap()
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's <malloc.h> mallopt parameter

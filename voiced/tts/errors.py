@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from voiced.errors import VoicedError
 
-__all__ = ["NothingToSpeak", "TextError"]
+__all__ = ["NothingToSpeak", "SynthesisCancelled", "TextError"]
 
 
 class TextError(VoicedError):
@@ -14,3 +14,7 @@ class TextError(VoicedError):
 class NothingToSpeak(TextError):
     """The text is well formed but has nothing a voice can say (punctuation only): a streamed
     reply may skip such a sentence instead of failing after its audio began."""
+
+
+class SynthesisCancelled(VoicedError):
+    """The synthesis was cancelled (``RunCancel``) while the model ran: nothing went wrong."""

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voiced.errors import ModelError
-from voiced.runtime.onnx import SessionOptions, arena_release, create_session
+from voiced.runtime.onnx import RunCancel, SessionOptions, arena_release, create_session
+from voiced.tts.errors import SynthesisCancelled
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -86,10 +87,12 @@ def _synth_inputs(multi_speaker: bool) -> dict[str, tuple[str, int]]:
 
 
 def _run(session: ort.InferenceSession, path: Path, outputs: list[str] | None, feed: dict[str, Any],
-         run_options: ort.RunOptions | None = None) -> list[Any]:
+         run_options: ort.RunOptions | None = None, cancel: RunCancel | None = None) -> list[Any]:
     try:
         return session.run(outputs, feed, run_options)
     except Exception as exc:  # onnxruntime raises several unrelated types
+        if cancel is not None and cancel.cancelled:
+            raise SynthesisCancelled(f"{path}: cancelled") from exc
         raise ModelError(f"{path}: inference failed: {exc}") from exc
 
 
@@ -123,18 +126,19 @@ class WholeModel:
         _check_io(session, path, _synth_inputs(multi_speaker), ())
         return cls(session, path)
 
-    def run(self, inputs: ModelInputs, release: bool = False, release_if_shared: bool = False) -> np.ndarray:
+    def run(self, inputs: ModelInputs, release: bool = False, release_if_shared: bool = False,
+            cancel: RunCancel | None = None) -> np.ndarray:
         """Float audio of one sentence, 1-D. ``release``: give the memory this sentence made ONNX
         Runtime's arena grow by back afterwards (a sentence far longer than usual).
         ``release_if_shared``: the same when another sentence is running when this one starts: the
         arena would keep what the two needed together, which is more than either alone, and how
-        much more depends on how they overlap."""
+        much more depends on how they overlap. ``cancel``: SynthesisCancelled once it is cancelled."""
         with self._lock:
             self._running += 1
             release = release or (release_if_shared and self._running > 1)
         try:
-            with arena_release(release) as run_options:
-                out = _run(self._session, self.path, [self._output], inputs.feed(), run_options)[0]
+            with arena_release(release, cancel) as run_options:
+                out = _run(self._session, self.path, [self._output], inputs.feed(), run_options, cancel)[0]
         finally:
             with self._lock:
                 self._running -= 1
@@ -185,22 +189,24 @@ class SplitModel:
         """Audio samples per frame, known after the first decoder call."""
         return self._hop
 
-    def encode(self, inputs: ModelInputs) -> Encoded:
+    def encode(self, inputs: ModelInputs, cancel: RunCancel | None = None) -> Encoded:
         names = ["z", "y_mask", "g"] if self._multi else ["z", "y_mask"]
-        out = _run(self._encoder, self.encoder_path, names, inputs.feed())
+        out = _run(self._encoder, self.encoder_path, names, inputs.feed(), cancel and cancel.options(), cancel)
         z, y_mask = (np.asarray(a, dtype=np.float32) for a in out[:2])
         if z.ndim != 3 or y_mask.shape != (1, 1, z.shape[2]):
             raise ModelError(f"{self.encoder_path}: z {z.shape} and y_mask {y_mask.shape} are not [1, C, T], [1, 1, T]")
         return Encoded(z=z, y_mask=y_mask, g=np.asarray(out[2], dtype=np.float32) if self._multi else None)
 
-    def decode(self, encoded: Encoded, start: int = 0, end: int | None = None) -> np.ndarray:
+    def decode(self, encoded: Encoded, start: int = 0, end: int | None = None,
+               cancel: RunCancel | None = None) -> np.ndarray:
         """Float audio of frames ``start:end``, decoded on their own (no context beyond them)."""
         end = encoded.frames if end is None else end
         feed = {"z": np.ascontiguousarray(encoded.z[:, :, start:end]),
                 "y_mask": np.ascontiguousarray(encoded.y_mask[:, :, start:end])}
         if encoded.g is not None:
             feed["g"] = encoded.g
-        audio = _audio(_run(self._decoder, self.decoder_path, [self._dec_output], feed)[0], self.decoder_path)
+        out = _run(self._decoder, self.decoder_path, [self._dec_output], feed, cancel and cancel.options(), cancel)
+        audio = _audio(out[0], self.decoder_path)
         frames = end - start
         hop, extra = divmod(len(audio), frames) if frames else (0, 0)
         if extra or hop < 1:
@@ -216,9 +222,9 @@ class SplitModel:
         for span in chunk_plan(encoded.frames, chunk_frames, padding):
             yield self.decode_span(encoded, span)
 
-    def decode_span(self, encoded: Encoded, span: Span) -> np.ndarray:
+    def decode_span(self, encoded: Encoded, span: Span, cancel: RunCancel | None = None) -> np.ndarray:
         """Float audio of frames ``span.start:span.end``, decoded with the span's context frames."""
-        audio = self.decode(encoded, span.lo, span.hi)
+        audio = self.decode(encoded, span.lo, span.hi, cancel)
         hop = len(audio) // (span.hi - span.lo)
         return audio[(span.start - span.lo) * hop : len(audio) - (span.hi - span.end) * hop]
 

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 
 from voiced.errors import ConfigError, VoicedError
 from voiced.runtime.affinity import name_current_thread, pin_current_thread
+from voiced.runtime.onnx import RunCancel
 from voiced.tts.audio import AudioChunk
 from voiced.tts.config import SynthesisOptions
-from voiced.tts.errors import NothingToSpeak
+from voiced.tts.errors import NothingToSpeak, SynthesisCancelled
 from voiced.tts.playback import AlsaPlayer, PlaybackStream
 from voiced.tts.playconfig import PlaybackOutcome, PlaybackResult
 from voiced.tts.requests import (
@@ -99,6 +100,7 @@ class Speaker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._cancel: RunCancel | None = None  # the synthesis under way, ended by interrupt()
 
     @property
     def speaking(self) -> bool:
@@ -129,9 +131,12 @@ class Speaker:
                                           request_id=request_id, tag=tag))
 
     def interrupt(self) -> None:
-        """End the current request and every queued one (INTERRUPTED); sound stops within a period."""
+        """End the current request and every queued one (INTERRUPTED); sound stops within a period,
+        and a sentence being synthesized stops there (a long one ran for seconds on a Pi)."""
         with self._cond:
             self._generation += 1
+            if self._cancel is not None:
+                self._cancel.cancel()
             self._cond.notify_all()
         self.player.stop()
 
@@ -225,9 +230,13 @@ class Speaker:
             return
         stream: PlaybackStream | None = None
         chunks: Iterator[AudioChunk] | None = None
+        with self._cond:
+            self._cancel = cancel = RunCancel()
+            if self._interrupted(request):  # interrupt() came before there was anything to cancel
+                cancel.cancel()
         try:
             stream = self.player.stream(volume=request.volume, on_wait=beat)
-            chunks = self._chunks(request)
+            chunks = self._chunks(request, cancel)
             while True:
                 t = time.monotonic()
                 chunk = next(chunks, None)
@@ -245,6 +254,8 @@ class Speaker:
                 progress.sentences += int(chunk.final and request.kind is RequestKind.SAY)
         except NothingToSpeak as exc:  # punctuation only ("..."): well formed, answered as done with no audio
             log.info("speech request %s: %s", request.id, exc)
+        except SynthesisCancelled:  # interrupt(): answered as interrupted below
+            pass
         except VoicedError as exc:  # text, options, model, device: the request fails, the speaker goes on
             progress.error = str(exc)
             log.warning("speech request %s failed: %s", request.id, exc)
@@ -253,6 +264,8 @@ class Speaker:
                 chunks.close()  # an interrupted synthesis stops here, not at garbage collection
             if stream is not None:
                 stream.close()
+            with self._cond:
+                self._cancel = None
         played = self._play_out(stream, request, stop, beat)
         if self._speaking:
             self._quiet_at = time.monotonic() + self.config.tail_ms / 1000
@@ -279,11 +292,11 @@ class Speaker:
                 return None
         return stream.result
 
-    def _chunks(self, request: SpeechRequest) -> Iterator[AudioChunk]:
+    def _chunks(self, request: SpeechRequest, cancel: RunCancel) -> Iterator[AudioChunk]:
         if request.kind is RequestKind.PLAY:
             return iter(request.audio)
         assert self.voice is not None
-        return self.voice.synthesize(request.text, request.options)
+        return self.voice.synthesize(request.text, request.options, cancel)
 
     def _finish(self, request: SpeechRequest, result: SpeechResult) -> None:
         request.result = result

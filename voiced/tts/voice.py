@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from voiced.errors import ModelError
+from voiced.runtime.onnx import RunCancel
 from voiced.tts.audio import AudioChunk, audio_peak, float_to_int16
 from voiced.tts.config import SynthesisOptions, VoiceConfig, VoiceSettings
 from voiced.tts.errors import NothingToSpeak
@@ -199,14 +200,16 @@ class PiperVoice:
         r = self._resolve(options)
         return ModelInputs.build(ids, r.noise_scale, r.length_scale, r.noise_w, r.sid)
 
-    def synthesize(self, text: str, options: SynthesisOptions | None = None) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str, options: SynthesisOptions | None = None,
+                   cancel: RunCancel | None = None) -> Iterator[AudioChunk]:
         """Audio of ``text``, sentence by sentence (split voices: chunk by chunk), as it is made.
 
         Raises TextError (empty, too long, nothing speakable) or ConfigError (options)
-        here, before any synthesis.
+        here, before any synthesis. ``cancel``: once cancelled, the model run under way stops
+        and the iterator raises SynthesisCancelled.
         """
         resolved = self._resolve(options)  # bad options fail now, not at the first next()
-        return self._chunks(self.sentences(text), resolved)
+        return self._chunks(self.sentences(text), resolved, cancel)
 
     def synthesize_ids(self, ids: list[int] | tuple[int, ...], options: SynthesisOptions | None = None) -> np.ndarray:
         """Float audio of one sentence's ids in one go (split voices: the whole sentence in one decoder call)."""
@@ -215,21 +218,22 @@ class PiperVoice:
             return self._model.decode(self._model.encode(inputs))
         return self._model.run(inputs)
 
-    def _chunks(self, sentences: list[Sentence], r: _Resolved) -> Iterator[AudioChunk]:
+    def _chunks(self, sentences: list[Sentence], r: _Resolved, cancel: RunCancel | None) -> Iterator[AudioChunk]:
         model = self._model
         for sentence in sentences:
             inputs = ModelInputs.build(sentence.ids, r.noise_scale, r.length_scale, r.noise_w, r.sid)
             silence = r.silence_samples if sentence.index < len(sentences) - 1 else 0
             if isinstance(model, WholeModel):
                 limit = self.settings.release_after_phonemes
-                audio = model.run(inputs, release=0 < limit < len(sentence.phonemes), release_if_shared=limit > 0)
+                audio = model.run(inputs, release=0 < limit < len(sentence.phonemes), release_if_shared=limit > 0,
+                                  cancel=cancel)
                 yield self._chunk(float_to_int16(audio, volume=r.volume), sentence, True, silence)
                 continue
-            encoded = model.encode(inputs)
+            encoded = model.encode(inputs, cancel)
             plan = chunk_plan(encoded.frames, self.settings.chunk_frames, self.settings.chunk_padding)
             peak: float | None = None
             for i, span in enumerate(plan):
-                audio = model.decode_span(encoded, span)
+                audio = model.decode_span(encoded, span, cancel)
                 if peak is None:
                     peak = audio_peak(audio)
                 final = i == len(plan) - 1
