@@ -223,6 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from voiced.pipeline import Daemon
     from voiced.runtime.hugepages import advise_huge_pages
     from voiced.runtime.notify import SystemdNotifier
+    from voiced.runtime.supervisor import STOP_TIMEOUT_S, leave_now
 
     faulthandler.enable()  # a watchdog SIGABRT then logs every thread's stack
     # before the models load (up to minutes on a Pi Zero): a HUP meanwhile killed the daemon, and
@@ -254,9 +255,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             notifier.ready(daemon.status_line())
     log.info("stopping")
     notifier.stopping("stopping: draining the outbox")
-    daemon.stop()
+    clean = daemon.stop(STOP_TIMEOUT_S)
     if daemon.supervisor.fatal:
         log.error("giving up: %s", daemon.supervisor.fatal)
+    if not clean:  # a stage still inside a model run: the interpreter's tear-down would abort
+        leave_now(daemon.supervisor.exit_code)
     return daemon.supervisor.exit_code
 
 
@@ -267,6 +270,7 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
     from voiced.core import Core
     from voiced.runtime.hugepages import advise_huge_pages
     from voiced.runtime.notify import SystemdNotifier
+    from voiced.runtime.supervisor import STOP_TIMEOUT_S, leave_now
     from voiced.wyoming.server import WyomingServer
 
     # voiced wyoming reloads nothing; a HUP (logrotate, a habit) must not end it
@@ -294,7 +298,8 @@ def cmd_wyoming(args: argparse.Namespace) -> int:
         pass
     notifier.stopping("stopping")
     server.stop()
-    core.stop()
+    if not core.stop(STOP_TIMEOUT_S - 2.0):  # the server had its 2 s
+        leave_now(core.supervisor.exit_code)
     return core.supervisor.exit_code
 
 

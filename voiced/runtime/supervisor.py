@@ -23,6 +23,7 @@ systemd restarts the service. It also refreshes ``STATUS=``.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -31,17 +32,23 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NoReturn
 
 from voiced.errors import ConfigError
 from voiced.runtime.affinity import name_current_thread, pin_current_thread, set_realtime
 from voiced.runtime.backoff import Backoff, BackoffPolicy
 from voiced.runtime.notify import SystemdNotifier, WatchdogConfig
 
-__all__ = ["Heartbeat", "StageContext", "StageInfo", "StageState", "Supervisor", "SupervisorConfig"]
+__all__ = ["STOP_TIMEOUT_S", "Heartbeat", "StageContext", "StageInfo", "StageState", "Supervisor", "SupervisorConfig",
+           "leave_now"]
 
 log = logging.getLogger(__name__)
 
 StageTarget = Callable[["StageContext"], None]
+
+STOP_TIMEOUT_S = 15.0
+"""How long a stopping daemon may take, all parts together: a stage inside a model run (a Whisper
+decode, a long Piper sentence on a Pi Zero) gets to finish it, within the unit's TimeoutStopSec=20s."""
 
 
 @dataclass(frozen=True)
@@ -392,3 +399,17 @@ def _stack_of(stage: _Stage) -> str:
         return "(no stack)"
     return "".join(traceback.format_stack(frame)).rstrip()
 
+
+def leave_now(code: int) -> NoReturn:
+    """End the process with ``code`` without Python's exit clean-up, once what matters is done.
+
+    For a stop that left a stage thread running: one inside ONNX Runtime while the interpreter
+    tears down aborts the process (C++ "terminate called without an active exception", SIGABRT, a
+    core dump, a failed unit after a plain ``systemctl stop``)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or vanished stream: nothing left to save
+            pass
+    os._exit(code)
