@@ -139,3 +139,39 @@ def _assert_holds_whole(audio: np.ndarray, back: np.ndarray, begin: float, end: 
     assert at >= 0 and np.abs(room[at:at + len(got)] - got).max() <= 1
     sound = np.flatnonzero(np.abs(room[int(begin * 16000):int(end * 16000)]) > 300) + int(begin * 16000)
     assert at <= sound[0] and at + len(got) > sound[-1], (at, len(got), sound[[0, -1]])
+
+
+@pytest.mark.shared
+def test_a_listen_now_request_stopped_in_silence_is_a_whole_session_with_its_tags(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models) -> None:
+    """An automation's startListening without a sessionId, with a wakewordId and lang, stopped before
+    anyone spoke: its empty textCaptured names them (they were dropped: the session's id is only made
+    when it is heard), and its sessionEnded has a sessionStarted before it (there was none)."""
+    from voiced.pipeline import Daemon, ListenMode
+
+    wav = tmp_path / "room.wav"
+    write_wav(wav, np.zeros((16000 * 30, 1), np.float32), 16000)
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
+    config = Config.from_file(tmp_path / "voiced.toml")
+    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
+                                 wake=dataclasses.replace(config.wake, models=()))
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = Daemon(config, ListenMode.ON_REQUEST)
+    daemon.start()
+    try:
+        wait_until(lambda: daemon.counters.get("windows") > 5, timeout=30, what="the daemon listening")
+        raw_publish(broker, "hermes/asr/startListening",
+                    json.dumps({"siteId": "kitchen", "wakewordId": "ww-e", "lang": "en"}))
+        wait_until(lambda: daemon.counters.get("windows") > 15, timeout=30, what="a second of silence heard")
+        raw_publish(broker, "hermes/asr/stopListening", json.dumps({"siteId": "kitchen"}))
+        [raw] = sub.wait_count(1, "hermes/dialogueManager/sessionEnded")
+    finally:
+        daemon.stop(timeout=2)
+    [captured] = map(_text, sub.payloads("hermes/asr/textCaptured"))
+    assert captured.text == "" and captured.wakeword_id == "ww-e" and captured.lang == "en"
+    ended = DialogueSessionEnded.from_dict(json.loads(raw))
+    [started] = [DialogueSessionStarted.from_dict(json.loads(p))
+                 for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
+    assert started.session_id == ended.session_id == captured.session_id and started.lang == "en"
+    order = [t for t, _, _ in sub.messages]
+    assert order.index("hermes/dialogueManager/sessionStarted") < order.index("hermes/dialogueManager/sessionEnded")

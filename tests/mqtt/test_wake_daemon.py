@@ -97,6 +97,45 @@ def test_wake_word_then_command_becomes_an_intent_and_nothing_else_is_heard(
         assert [c.text.lower().strip(".") for c in captured] == ["turn on the kitchen light"]  # not the human, not "alexa"
         # the wake word the session came with is named on what it led to, as Rhasspy's services do
         assert intent.wakeword_id == captured[0].wakeword_id == "alexa_v0.1"
+        # the wake word starts the session, as Rhasspy's dialogue manager does: sessionStarted follows
+        # the detection at once (not the speech after it), once, and comes before its transcript
+        sub.wait_count(1, "hermes/dialogueManager/sessionEnded")
+        order = [t for t, _, _ in sub.messages]
+        assert order.count("hermes/dialogueManager/sessionStarted") == 1
+        assert (order.index("hermes/hotword/alexa_v0.1/detected") + 1 == order.index("hermes/dialogueManager/sessionStarted")
+                < order.index("hermes/asr/textCaptured"))
+        [started] = [json.loads(p) for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
+        assert started["sessionId"] == hotword.session_id
+    finally:
+        daemon.stop(timeout=2)
+
+
+@pytest.mark.shared
+def test_a_wake_word_followed_by_silence_is_a_session_started_and_timed_out(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models, speech) -> None:
+    """Nothing said after "alexa": the session ends with reason timeout, and it had begun (its
+    sessionEnded used to come without a sessionStarted: readers pairing them saw a stray end)."""
+    from rhasspyhermes.dialogue import DialogueSessionEnded, DialogueSessionStarted
+
+    from voiced.pipeline import Daemon, ListenMode
+
+    gap = np.zeros(16000, np.float32)
+    alexa = read_wav(speech / "openwakeword_clips" / "alexa_test.wav")[0][:, 0]
+    wav = tmp_path / "room.wav"
+    write_wav(wav, np.concatenate([gap, alexa, *[gap] * 4])[:, None], 16000)
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models,
+                                                    wake="timeout_s = 2.0"))
+    sub = subscriber_factory(broker, "hermes/#")
+    daemon = Daemon(Config.from_file(tmp_path / "voiced.toml"), ListenMode.WAKE)
+    daemon.start()
+    try:
+        [raw] = sub.wait_count(1, "hermes/dialogueManager/sessionEnded")
+        ended = DialogueSessionEnded.from_dict(json.loads(raw))
+        [raw] = sub.payloads("hermes/dialogueManager/sessionStarted")
+        started = DialogueSessionStarted.from_dict(json.loads(raw))
+        [raw] = sub.payloads("hermes/hotword/alexa_v0.1/detected")
+        assert started.session_id == ended.session_id == HotwordDetected.from_dict(json.loads(raw)).session_id
+        assert ended.termination.reason.value == "timeout" and not sub.payloads("hermes/asr/textCaptured")
     finally:
         daemon.stop(timeout=2)
 

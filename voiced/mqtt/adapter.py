@@ -22,6 +22,7 @@ from voiced.core.events import (
     CoreEvent,
     IntentNotRecognized,
     IntentRecognized,
+    ListenMode,
     ListenRequest,
     PartialTranscript,
     SessionEnded,
@@ -50,7 +51,7 @@ from voiced.mqtt.discovery import (
     transcript_state,
     wake_event,
 )
-from voiced.mqtt.hermes_state import SessionTags, ToggleReasons
+from voiced.mqtt.hermes_state import SessionTags, StartedSessions, ToggleReasons
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
@@ -111,6 +112,9 @@ class HermesAdapter:
         core.subscribe(self.on_event)
         self._sessions = SessionTags()
         """The wake word and language each recent session came with, for its textCaptured and intent."""
+        self._listen_now_tags: tuple[str | None, str | None] | None = None
+        """(wakewordId, lang) of a startListening without a sessionId, for the session it opens."""
+        self._started = StartedSessions()
         self._asr_off, self._wake_off = ToggleReasons(), ToggleReasons()
         """Why a dialogue manager holds the ASR / the wake word off (hermes toggles, by reason)."""
         group = config.wake.arbitration_group
@@ -166,14 +170,17 @@ class HermesAdapter:
         site = self.site_id
         if isinstance(ev, SpeechStarted):
             self.client.publish(topics.listening, "ON", retain=True)
-            if ev.own_session:  # a dialogue manager's startListening: its session, started by it
-                self._publish(hermes.session_started(site, ev.session_id))
+            if ev.own_session:  # not a dialogue manager's startListening: that session is its own
+                self._tag_listen_now(ev.session_id)
+                self._start_session(ev.session_id)
         elif isinstance(ev, PartialTranscript):
             self._publish(hermes.partial_text_captured(ev.text, ev.confidence, ev.seconds, site, ev.session_id,
                                                        from_templates=ev.from_templates))
         elif isinstance(ev, SpeechEnded):
             self.client.publish(topics.listening, "OFF", retain=True)
         elif isinstance(ev, Transcript):
+            if not self._sessions.known(ev.session_id):  # a listen-now request that heard nothing
+                self._tag_listen_now(ev.session_id)
             tokens = _asr_tokens(ev.words)
             wakeword, lang = self._sessions.of(ev.session_id)
             self._publish(hermes.text_captured(ev.text, ev.confidence, ev.end - ev.start, site, ev.session_id,
@@ -198,11 +205,15 @@ class HermesAdapter:
             u = ev.utterance
             self._publish(hermes.intent_not_recognized(u.text, site, u.session_id, u.request_id, u.custom_data))
         elif isinstance(ev, SessionEnded):
+            if self._started.end(ev.session_id):  # ended before anything was heard: a wake word's timeout,
+                self._publish(self._session_started(ev.session_id))  # a request stopped in silence
             self._publish(hermes.session_ended(site, ev.session_id, _REASONS[ev.reason]))
         elif isinstance(ev, WakeDetected):
             d = ev.detection
             self._sessions.tag(ev.session_id, d.label, None)
             self._publish(hermes.hotword_detected(d.label, site, ev.session_id, d.score, ev.threshold))
+            if self.core.mode is ListenMode.WAKE:  # the wake word starts the session, as Rhasspy's dialogue manager
+                self._start_session(ev.session_id)
             self.client.publish(topics.wake, wake_event(d.label, d.score, ev.session_id, site))
         elif isinstance(ev, SpeakingChanged):
             self.client.publish(topics.speaking, "ON" if ev.speaking else "OFF", retain=True)
@@ -210,6 +221,20 @@ class HermesAdapter:
             self._on_spoken(ev)
         elif isinstance(ev, ControlsChanged):
             self._publish_controls()
+
+    def _start_session(self, session_id: str) -> None:
+        if self._started.start(session_id):
+            self._publish(self._session_started(session_id))
+
+    def _session_started(self, session_id: str) -> hermes.HermesMessage:
+        return hermes.session_started(self.site_id, session_id, lang=self._sessions.of(session_id)[1])
+
+    def _tag_listen_now(self, session_id: str) -> None:
+        """A session of voiced's own that a startListening without a sessionId asked for gets that
+        request's wakewordId and lang (the session's id is only made when it is heard)."""
+        if self._listen_now_tags is not None:
+            self._sessions.tag(session_id, *self._listen_now_tags)
+            self._listen_now_tags = None
 
     def _publish_audio(self, ev: AudioCaptured) -> None:
         """Rhasspy's audioCaptured: QoS 0 and never stored (seconds of audio do not belong in the
@@ -284,6 +309,9 @@ class HermesAdapter:
         if hermes.for_site(request, self.site_id):
             if request.session_id is not None:
                 self._sessions.tag(request.session_id, request.wakeword_id, request.lang)
+                self._listen_now_tags = None
+            else:
+                self._listen_now_tags = (request.wakeword_id, request.lang)
             self.core.start_listening(ListenRequest(request.session_id, request.intent_filter,
                                                     request.stop_on_silence, request.send_audio_captured))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["MAX_REASONS", "MAX_SESSIONS", "SessionTags", "ToggleReasons"]
+__all__ = ["MAX_REASONS", "MAX_SESSIONS", "SessionTags", "StartedSessions", "ToggleReasons"]
 
 MAX_SESSIONS = 32
 """Recent sessions whose wake word and language are kept; the oldest go first."""
@@ -61,3 +61,30 @@ class SessionTags:
     def of(self, session_id: str | None) -> tuple[str | None, str | None]:
         """(wakewordId, lang) of ``session_id``; (None, None) for one not tagged."""
         return self._tags.get(session_id, (None, None)) if session_id is not None else (None, None)
+
+    def known(self, session_id: str | None) -> bool:
+        return session_id is not None and session_id in self._tags
+
+
+class StartedSessions:
+    """voiced's own sessions whose ``sessionStarted`` is out (the most recent ``MAX_SESSIONS``), so
+    each gets exactly one, ahead of its ``sessionEnded``, whichever of its events comes first."""
+
+    def __init__(self) -> None:
+        self._started: OrderedDict[str, None] = OrderedDict()
+
+    def start(self, session_id: str) -> bool:
+        """Mark ``session_id`` started; True if it was not yet (its sessionStarted is due now)."""
+        if session_id in self._started:
+            return False
+        self._started[session_id] = None
+        while len(self._started) > MAX_SESSIONS:
+            self._started.popitem(last=False)
+        return True
+
+    def end(self, session_id: str) -> bool:
+        """Forget ``session_id``; True if it had never started (its sessionStarted is due first)."""
+        if session_id in self._started:
+            del self._started[session_id]
+            return False
+        return True
