@@ -515,3 +515,71 @@ def test_publishing_goes_on_while_the_disk_is_full(
     assert sorted(numbered(sub.wait_count(30))) == list(range(30))
     wait_until(lambda: client.stats()["queued"] == 0, what="an empty outbox")
     assert len(sub.payloads()) == 30
+
+
+def test_live_publishes_are_no_early_acks_that_drop_an_outbox_message_reusing_their_mid(
+    broker: Broker, subscriber_factory: Callable[..., Subscriber], client_factory: Callable[..., MqttClient]
+) -> None:
+    """paho calls on_publish for QoS 0 too: each live publish (arbitration claims) was filed as an early
+    ack and kept for the whole connection. Once paho's mid counter wrapped (65,535 publishes), an outbox
+    message given such a mid was deleted from the outbox the moment it was handed, before any PUBACK."""
+    live = 200
+    sub = subscriber_factory(broker, "live/#")
+    client = client_factory(broker)
+    assert client.wait_connected(20)
+    wait_until(lambda: client.stats()["inflight"] == 0, what="the birth message's PUBACK")
+    first_mid = client._paho._last_mid + 1
+    for i in range(live):
+        assert client.publish_live("live/claim", str(i).encode())
+    live_mids = range(first_mid, client._paho._last_mid + 1)
+    assert len(live_mids) == live
+    sub.wait_count(live)  # all written: paho has called on_publish for each
+    wait_until(lambda: not client._direct, what="every live publish's on_publish")
+    assert not client._early_acks & set(live_mids), "live publishes' mids were kept as early acks"
+    assert len(client._early_acks) <= 1
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGSTOP)  # frozen: no PUBACK can come until SIGCONT
+    try:
+        client._paho._last_mid = live_mids[0] - 1  # what 65,535 more publishes on this connection do
+        assert client.publish("hermes/intent/important", b"1")
+        wait_until(lambda: client.stats()["inflight"] == 1 or client.stats()["queued"] == 0,
+                   what="the outbox message handed to paho")
+        stats = client.stats()
+        assert (stats["queued"], stats["inflight"], stats["published"]) == (1, 1, 0), \
+            "the outbox message was taken as acknowledged before its PUBACK"
+    finally:
+        os.kill(broker.proc.pid, signal.SIGCONT)
+    wait_until(lambda: client.stats()["queued"] == 0 and client.stats()["published"] == 1, what="the real PUBACK")
+
+
+def test_a_broker_refusing_the_credentials_is_warned_about_once_not_on_every_retry(
+    tmp_path: Path, broker_factory: Callable[..., Broker], client_factory: Callable[..., MqttClient],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A wrong password was refused on every retry with a WARNING, for ever: ~2,880 lines a day at
+    the 30 s backoff maximum. The first refusal warns; the repeats are sparse, and retrying goes on."""
+    retries = 8
+    accounts = tmp_path / "mosquitto.passwd"
+    subprocess.run(["mosquitto_passwd", "-c", "-b", str(accounts), "voiced", "right"], check=True)
+    accounts.chmod(0o600)
+    broker = broker_factory(start=False)
+    broker.conf.write_text(broker.conf.read_text().replace("allow_anonymous true", "allow_anonymous false")
+                           + f"password_file {accounts}\n")
+    broker.start()
+    wrong = tmp_path / "client-password"
+    wrong.write_text("wrong\n")
+
+    def refusals() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "refused the connection" in r.getMessage()]
+
+    with caplog.at_level(logging.DEBUG, logger="voiced.mqtt.client"):
+        client = client_factory(broker, username="voiced", password_file=str(wrong))
+        wait_until(lambda: len(refusals()) >= retries, what=f"{retries} refusals")
+        warned = [r for r in refusals() if r.levelno == logging.WARNING]
+        assert len(warned) == 1 < len(refusals()), [r.getMessage() for r in warned]
+        assert "Not authorized" in warned[0].getMessage()
+        # The client reads its password once; the broker learning it instead shows the retries go on.
+        subprocess.run(["mosquitto_passwd", "-b", str(accounts), "voiced", "wrong"], check=True)
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGHUP)  # mosquitto reloads its password file
+        assert client.wait_connected(20)

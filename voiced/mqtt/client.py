@@ -94,13 +94,18 @@ class MqttClient:
         self._inflight: dict[int, int] = {}
         """paho message id → outbox id, for messages handed and not yet acknowledged."""
         self._early_acks: set[int] = set()
+        """paho message ids acknowledged before their sender recorded them; at most the one being
+        recorded now is of use (senders hand under ``_send_lock``), so each record clears the rest."""
         self._direct: dict[int, bool] = {}
         """paho message id → counted as published, for messages sent past the outbox (the birth
-        message: not counted; ``publish_state``: counted) and not yet acknowledged."""
+        message and ``publish_live``: not counted; ``publish_state``: counted) and not yet acknowledged."""
         self._last_handed = 0
         self._connected_at = 0.0
         self._brief = 0
         """Connections in a row the broker ended within ``BRIEF_S``."""
+        self._refusals = 0
+        """Refusals in a row with ``_refused_reason`` (bad credentials…), for the log's pace."""
+        self._refused_reason = ""
         self._handlers: list[_Subscription] = []
         self._listeners: list[Callable[[], None]] = []
         self._counts = dict.fromkeys(
@@ -219,10 +224,17 @@ class MqttClient:
         """QoS 0, never stored: for messages worth nothing later (arbitration claims). False when
         the broker is not connected now; the caller then acts alone."""
         data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
-        with self._cond:
-            if not self._connected or self._closed:
-                return False
-        return self._paho.publish(topic, data, qos=0).rc == mqtt.MQTT_ERR_SUCCESS
+        with self._send_lock:
+            with self._cond:
+                if not self._connected or self._closed:
+                    return False
+            info = self._paho.publish(topic, data, qos=0)
+            # paho calls on_publish for QoS 0 too: recorded, its mid is never taken for an early
+            # ack of an outbox message that gets the same mid after paho's counter wraps.
+            with self._cond:
+                if not self._early_ack(info.mid):
+                    self._direct[info.mid] = False
+        return info.rc == mqtt.MQTT_ERR_SUCCESS
 
     def subscribe(self, topic_filter: str, handler: Handler, max_payload_bytes: int | None = None,
                   on_oversized: Callable[[str, int], None] | None = None) -> None:
@@ -352,11 +364,12 @@ class MqttClient:
 
     def _early_ack(self, mid: int) -> bool:
         """Whether paho's ``mid`` was acknowledged before its sender recorded it (then forgotten:
-        the sender counts it now). Call holding ``_cond``."""
-        if mid not in self._early_acks:
-            return False
-        self._early_acks.discard(mid)
-        return True
+        the sender counts it now). Call holding ``_cond`` and ``_send_lock``."""
+        early = mid in self._early_acks
+        # Only the mid being recorded can have come early: any other is stray and would
+        # match a later message that reuses its mid, so none is kept past this record.
+        self._early_acks.clear()
+        return early
 
     def _acknowledged(self, outbox_id: int) -> None:
         self._outbox.ack(outbox_id)
@@ -369,9 +382,17 @@ class MqttClient:
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
         if reason.is_failure:
-            log.warning("broker %s:%d refused the connection: %s", self.config.host, self.config.port, reason)
+            # Bad credentials are refused on every retry, for ever: warn on the first refusal and on
+            # a new reason, the repeats sparsely (one line per 30 s backoff was ~2,880 a day).
+            refused = str(reason)
+            self._refusals = self._refusals + 1 if refused == self._refused_reason else 1
+            self._refused_reason = refused
+            log.log(sparse_level(self._refusals), "broker %s:%d refused the connection: %s (%d in a row)",
+                    self.config.host, self.config.port, reason, self._refusals)
             self._attempt_ended()
             return
+        self._refusals = 0
+        self._refused_reason = ""
         if self._brief < BRIEF_IN_A_ROW:  # flapping with a twin client: the backoff goes on growing
             self._backoff.reset()
         with self._send_lock:
