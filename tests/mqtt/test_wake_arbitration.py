@@ -8,16 +8,21 @@ different level over the same noise floor, paced to the clock and started togeth
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
+import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.mqtt.test_whisper_daemon import _spoken
-from tests.support import wait_until
+from tests.support import TIMEOUT, wait_until
 from voiced.audio.wav import read_wav, write_wav
 from voiced.config import Config
-from voiced.mqtt.arbitration import parse_claim
+from voiced.mqtt import arbitration
+from voiced.mqtt.arbitration import KEEP_S, MqttArbiter, claim_topic, parse_claim
 from voiced.mqtt.hermes import MalformedMessage
+from voiced.stages import Counters
 from voiced.wake.arbitration import Claim, SnrTracker, winner
 
 REPEATS = 3
@@ -177,3 +182,46 @@ def test_snr_grows_with_the_level_over_the_same_noise() -> None:
 def test_malformed_claims_are_refused(payload: bytes) -> None:
     with pytest.raises(MalformedMessage):
         parse_claim(payload)
+
+
+def test_a_flood_of_claims_keeps_at_most_max_claims_and_the_newest_still_decide(
+        broker, client_factory) -> None:
+    """Each claim rebuilt the whole list of kept claims on paho's network thread: a chatty peer's
+    flood cost quadratic time there. The claims now sit in a deque trimmed from the left, bounded."""
+    flood = 200
+    client = client_factory(broker)
+    arbiter = MqttArbiter(client, "kitchen", "house", KEEP_S, Counters())  # every kept claim is a rival
+    assert client.wait_connected(20)
+    publisher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="chatty-peer")
+    publisher.connect(broker.host, broker.port)
+    publisher.loop_start()
+
+    def claim(site: str, snr_db: float) -> bytes:
+        return json.dumps({"siteId": site, "wakewordId": "alexa", "score": 0.9, "snrDb": snr_db}).encode()
+
+    def kept() -> list[Claim]:
+        with arbiter._lock:
+            return [c for _, c in arbiter._seen]
+
+    try:
+        # until the arbiter's subscription is in place, claims go nowhere: repeat one until it is heard
+        def heard_probe() -> bool:
+            publisher.publish(claim_topic("house"), claim("probe", 0.0), qos=1).wait_for_publish(TIMEOUT)
+            return any(c.site_id == "probe" for c in kept())
+
+        wait_until(heard_probe, what="the arbiter's subscription")
+        for i in range(arbitration.MAX_CLAIMS + flood):
+            publisher.publish(claim_topic("house"), claim(f"s{i}", 10.0), qos=1)
+        publisher.publish(claim_topic("house"), claim("loud", 30.0), qos=1).wait_for_publish(TIMEOUT)
+        # the broker keeps one publisher's order: the last claim heard means the whole flood was
+        wait_until(lambda: kept()[-1].site_id == "loud", what="the flood of claims")
+    finally:
+        publisher.disconnect()
+        publisher.loop_stop()
+    seen = kept()
+    assert len(seen) == arbitration.MAX_CLAIMS, "the kept claims grew past their bound"
+    assert seen[-1].site_id == "loud" and seen[0].site_id == f"s{flood + 1}"  # the oldest went first
+    decisions: list[bool] = []
+    arbiter._decide(Claim("kitchen", "alexa", 0.9, 20.0, "s"), time.monotonic(), decisions.append)
+    arbiter._decide(Claim("kitchen", "alexa", 0.9, 40.0, "s"), time.monotonic(), decisions.append)
+    assert decisions == [False, True]  # the newest claim still counts after the trimming

@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from voiced.mqtt.client import MqttClient
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 KEEP_S = 10.0
 """Claims older than this are forgotten."""
+MAX_CLAIMS = 1000
+"""At most this many claims are kept (the oldest go first): a few sites hear a wake word a few
+times in ``KEEP_S``; a chatty or broken peer must not grow the list without bound."""
 
 
 def claim_topic(group: str) -> str:
@@ -58,16 +62,21 @@ class MqttArbiter:
         self.window_s = window_s
         self.counters = counters
         self._lock = threading.Lock()
-        self._seen: list[tuple[float, Claim]] = []  # (monotonic time received, claim) of other sites
+        self._seen: deque[tuple[float, Claim]] = deque(maxlen=MAX_CLAIMS)
+        """(monotonic time received, claim) of other sites, oldest first."""
         client.subscribe(claim_topic(group), self._on_claim)
 
     def _on_claim(self, topic: str, payload: bytes) -> None:
         claim = parse_claim(payload)
         if claim.site_id == self.site_id:
             return
-        now = time.monotonic()
         with self._lock:
-            self._seen = [(t, c) for t, c in self._seen if now - t < KEEP_S] + [(now, claim)]
+            # Claims arrive in time order: the aged ones are at the left, so each claim costs
+            # O(1) amortized on paho's network thread instead of rebuilding the list.
+            now = time.monotonic()
+            while self._seen and now - self._seen[0][0] >= KEEP_S:
+                self._seen.popleft()
+            self._seen.append((now, claim))
 
     def contest(self, claim: Claim, decided: Callable[[bool], None]) -> None:
         body = json.dumps({"siteId": claim.site_id, "wakewordId": claim.wake_word, "score": round(claim.score, 4),
