@@ -227,12 +227,20 @@ def test_started_while_broker_down_delivers_every_transcript(tmp_path, broker, s
     daemon = running(config)
     wait_until(lambda: daemon.counters.get("transcripts") == 3, timeout=60, what="3 transcripts while offline")
     assert not daemon.client.connected
+    # the stats (every 0.5 s here, every minute by default) are not kept for later: days of them
+    # filled the outbox's 10,000 messages and pushed out the intents of the first days
+    stats_topic = "voiced/kitchen/stats"
+    wait_until(lambda: daemon.counters.get("stats_unsent") >= 3, what="stats due while offline")
+    held = [m.topic for m in daemon.client._outbox.peek(limit=1000)]
+    assert "hermes/asr/textCaptured" in held and stats_topic not in held
+    stats = subscriber_factory(broker, stats_topic)
     sub = subscriber_factory(broker, "hermes/asr/textCaptured")
     gate.open()
     try:
         assert daemon.client.wait_connected(30)
         texts = [json.loads(p)["text"] for p in sub.wait_count(3, "hermes/asr/textCaptured")]
         assert len(texts) == 3 and all(texts)
+        stats.wait_count(1, stats_topic)  # and they come again once the broker is there
     finally:
         gate.shut()
         gate.cut()

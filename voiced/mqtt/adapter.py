@@ -274,7 +274,10 @@ class HermesAdapter:
             waited += 0.2
             if waited >= self.config.daemon.stats_interval_s:
                 waited = 0.0
-                self.client.publish(topic, json.dumps(self.stats()))
+                # QoS 0, never stored: a broker away for days filled the outbox with stats (84 % of
+                # its 10,000 messages after a week), pushing out the intents it exists to keep
+                if not self.client.publish_live(topic, json.dumps(self.stats())):
+                    self.core.counters.add("stats_unsent")
 
     def stats(self) -> dict[str, object]:
         """What ``voiced/<siteId>/stats`` carries: the core's, the client's and ``stats_sections``'."""
