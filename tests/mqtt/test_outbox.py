@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import voiced.mqtt.outbox as outbox_module
+from voiced.mqtt import outbox_file
 from voiced.runtime import bootclock
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
@@ -85,11 +86,16 @@ def test_max_bytes_drops_the_oldest_and_refuses_a_message_larger_than_the_outbox
 
 
 class FakeClock:
-    """The wall clock (``time.time``) and the boot clock (``bootclock.since_boot``), set by the test."""
+    """The wall clock (``time.time``), whether it is synchronized (``outbox_file.wall_clock_synced``) and
+    the boot clock (``bootclock.since_boot``), set by the test."""
 
     def __init__(self) -> None:
         self.now = 1_000_000.0
         self.boot = 500.0
+        self.synced = True
+
+    def wall_clock_synced(self) -> bool:
+        return self.synced
 
     def time(self) -> float:
         return self.now
@@ -103,6 +109,7 @@ class FakeClock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(outbox_module, "time", fake)
+    monkeypatch.setattr(outbox_file, "wall_clock_synced", fake.wall_clock_synced, raising=False)
     monkeypatch.setattr(bootclock, "since_boot", lambda: fake.boot)
     monkeypatch.setattr(bootclock, "boot_id", lambda: "boot-1")
     return fake
@@ -151,6 +158,107 @@ def test_after_a_reboot_the_wall_clock_ages_messages(tmp_path: Path, clock: Fake
         assert [m.payload for m in box.peek()] == [b"b"]
 
 
+def reboot(clock: FakeClock, monkeypatch: pytest.MonkeyPatch, boot_id: str, now: float, synced: bool) -> None:
+    """A power cut and a new boot: another boot id, its boot clock from 20 s, the wall clock at ``now``."""
+    monkeypatch.setattr(bootclock, "boot_id", lambda: boot_id)
+    clock.boot, clock.now, clock.synced = 20.0, now, synced
+
+
+_NTP_TIME = 1_800_000_000.0
+"""The wall clock once NTP has answered (2027)."""
+
+
+@pytest.mark.parametrize("stored_at", [40.0, _NTP_TIME - 21 * 86400], ids=["1970", "fake-hwclock-3-weeks-behind"])
+def test_messages_stored_before_ntp_answered_are_not_dropped_after_a_reboot(
+        tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, stored_at: float) -> None:
+    """A Pi has no real-time clock: it boots at 1970, or at the time fake-hwclock saved at the last
+    shutdown (weeks old for a device put away), until NTP answers. Messages stored then (the broker
+    away) must not look weeks old at the next boot, once NTP has set the clock."""
+    clock.now, clock.synced = stored_at, False
+    with open_outbox(tmp_path) as box:  # the daemon's 7-day bound
+        for n in range(3):
+            box.append("hermes/intent/HassTurnOn", b'{"n": %d}' % n)
+    reboot(clock, monkeypatch, "boot-2", _NTP_TIME + 600, synced=True)  # 10 minutes later, NTP answers
+    with open_outbox(tmp_path) as box:
+        assert [m.payload for m in box.peek()] == [b'{"n": %d}' % n for n in range(3)]
+        assert box.stats()["dropped_max_age"] == 0
+
+
+def test_a_wall_clock_not_synchronized_now_ages_no_message_of_an_earlier_boot(
+        tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock that is wrong now (ahead: a real-time clock set wrong, before NTP corrects it) is no
+    measure of age either; once it is synchronized again, the messages age by it."""
+    clock.now = _NTP_TIME
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        box.append("t", b"stamped right")
+    reboot(clock, monkeypatch, "boot-2", _NTP_TIME + 365 * 86400, synced=False)
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        assert [m.payload for m in box.peek()] == [b"stamped right"]
+        clock.now, clock.synced = _NTP_TIME + 3600 + 1, True  # NTP answers: the message really is an hour old
+        assert box.peek() == [] and box.stats()["dropped_max_age"] == 1
+
+
+def test_a_message_stored_before_ntp_answered_ages_across_a_reboot_once_ntp_answered_in_its_boot(
+        tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the clock is synchronized, the boot clock carries it back to the messages of this boot
+    stamped before: they are not kept for ever (up to the count and bytes bounds) for want of a stamp."""
+    clock.now, clock.synced = 40.0, False
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        box.append("t", b"heard at 1970")
+        clock.boot += 60
+        clock.now, clock.synced = _NTP_TIME, True  # a minute later NTP answers
+        assert [m.payload for m in box.peek()] == [b"heard at 1970"]
+    reboot(clock, monkeypatch, "boot-2", _NTP_TIME + 3600 - 60 + 1, synced=True)  # an hour after it was heard
+    with open_outbox(tmp_path, max_age_s=3600) as box:
+        assert box.peek() == [] and box.stats()["dropped_max_age"] == 1
+
+
+def test_an_outbox_file_of_the_version_before_opens_and_keeps_its_messages(
+        tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file written before messages said whether their clock was right opens as it is (the column is
+    added); its messages of an earlier boot are not aged, their stamps may be of a clock not yet set."""
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,"
+               " qos INTEGER NOT NULL, retain INTEGER NOT NULL, created REAL NOT NULL,"
+               " boot_id TEXT NOT NULL DEFAULT '', since_boot REAL NOT NULL DEFAULT 0)")
+    db.executemany("INSERT INTO outbox (topic, payload, qos, retain, created, boot_id, since_boot)"
+                   " VALUES ('t', ?, 1, 0, 40.0, 'boot-0', 30.0)", [(b"a",), (b"b",)])
+    db.commit()
+    db.close()
+    clock.now = _NTP_TIME
+    with open_outbox(tmp_path) as box:
+        assert [(m.id, m.payload, m.created) for m in box.peek()] == [(1, b"a", 40.0), (2, b"b", 40.0)]
+        assert box.append("t", b"c") == 3
+    columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(outbox)")]
+    assert columns[-1] == "synced_created"
+
+
+def corrupt_copies(path: Path) -> list[Path]:
+    return sorted(p for p in path.parent.iterdir() if ".corrupt-" in p.name)
+
+
+def test_only_the_newest_corrupt_copies_are_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A failing SD card damages the outbox again and again: each copy set aside (up to the outbox's
+    16 MB and its WAL) must not stay for ever and fill the disk."""
+    path = tmp_path / "state" / "outbox.sqlite"
+    path.parent.mkdir()
+    for n in range(1, 6):
+        path.write_bytes(b"damage %d " % n * 1000)
+        with open_outbox(tmp_path) as box:
+            aside = box.set_aside
+        assert aside is not None
+        if n == 1:  # a WAL that went aside with it goes with it
+            aside.with_name(aside.name + "-wal").write_bytes(b"wal")
+        path.unlink()
+    kept = corrupt_copies(path)
+    assert sorted(p.read_bytes()[:8] for p in kept) == [b"damage 3", b"damage 4", b"damage 5"]
+    assert len(kept) == outbox_file.KEEP_SET_ASIDE
+    removed = [r.getMessage() for r in caplog.records if "older corrupt copy" in r.getMessage()]
+    assert len(removed) == 2 and all(str(path.parent) in m for m in removed)
+
+
 def outbox_of_before_boot_clocks(tmp_path: Path, rows: list[tuple[bytes, float]]) -> Path:
     """An outbox file as voiced wrote it before messages carried their boot, holding (payload, created) rows."""
     path = tmp_path / "state" / "outbox.sqlite"
@@ -166,12 +274,14 @@ def outbox_of_before_boot_clocks(tmp_path: Path, rows: list[tuple[bytes, float]]
 
 def test_an_outbox_file_from_before_boot_clocks_keeps_its_messages(tmp_path: Path, clock: FakeClock) -> None:
     outbox_of_before_boot_clocks(tmp_path, [(b"\x01", clock.now - 60)])
-    with open_outbox(tmp_path, max_age_s=3600) as box:
+    with open_outbox(tmp_path, max_age_s=3600, max_messages=2) as box:
         box.append("t", b"\x02")
         assert [m.payload for m in box.peek()] == [b"\x01", b"\x02"]
-        clock.now += 3600 - 30  # the old row ages by the wall clock (its boot is unknown)
-        clock.boot += 3600 - 30
-        assert [m.payload for m in box.peek()] == [b"\x02"]
+        clock.advance(3600 - 30)  # the old row's stamp may be of a clock not yet set: it is not aged
+        assert [m.payload for m in box.peek()] == [b"\x01", b"\x02"]
+        box.append("t", b"\x03")  # but it keeps the bounds
+        assert [m.payload for m in box.peek()] == [b"\x02", b"\x03"]
+        assert box.stats()["dropped_max_age"] == 0 and box.stats()["dropped_max_messages"] == 1
 
 
 def test_concurrent_appends_keep_every_message_once(tmp_path: Path) -> None:

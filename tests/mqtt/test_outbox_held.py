@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.disk_fixtures import SmallDisk
-from tests.mqtt.test_outbox import drain, outbox_from_before
+from tests.mqtt.test_outbox import FakeClock, clock, drain, outbox_from_before, reboot  # noqa: F401 (a fixture)
 from voiced.bench.smalldisk import mount_small
 from voiced.errors import ConfigError
 from voiced.mqtt.outbox import SPILLED, Outbox, OutboxConfig
+from voiced.mqtt import outbox_held
 from voiced.mqtt.outbox_held import HeldFile
 from voiced.runtime import bootclock
 
@@ -219,3 +220,23 @@ def test_a_message_moved_to_the_file_before_a_kill_is_sent_once(tmp_path: Path) 
     assert drain(box) == [b"moved 0", b"moved 1", b"moved 2", b"another", b"held"]
     assert in_file(held) == (0, 0)
     box.close()
+
+
+def test_held_messages_of_a_boot_before_ntp_answered_are_not_aged_after_a_reboot(
+        tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held file on a disk that a reboot keeps: a message held while the clock read 1970 (a Pi
+    before NTP answers) is taken up after the reboot, not dropped as decades old; one held while the
+    clock was right still ages by it."""
+    monkeypatch.setattr(outbox_held, "time", clock)
+    path, held = tmp_path / "state" / "outbox.sqlite3", tmp_path / "keep" / "outbox-held.sqlite3"
+    file = HeldFile.open(held)
+    assert file is not None
+    week = 7 * 86400
+    for message_id, now, synced in ((1, 40.0, False), (2, 1_800_000_000.0 - week - 60, True)):
+        clock.now, clock.synced = now, synced
+        file.add(message_id, ("t", b"held %d" % message_id, 1, False, now, "boot-1", clock.boot))
+    file.close()
+    reboot(clock, monkeypatch, "boot-2", 1_800_000_000.0, synced=True)
+    with Outbox(OutboxConfig(path=str(path), held_path=str(held))) as box:
+        assert [m.payload for m in box.peek()] == [b"held 1"]
+        assert box.stats()["dropped_max_age"] == 1

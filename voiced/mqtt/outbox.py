@@ -31,7 +31,10 @@ A message's age is measured on the boot clock while the machine has not rebooted
 append: a Pi has no real-time clock, so its wall clock starts at the last shutdown's time and
 jumps forward when NTP first answers (by weeks, for a device that was stored away); measured on
 that clock, messages appended before the jump would look weeks old and be dropped unsent. Across
-a reboot only the wall clock is left to measure with.
+a reboot only the wall clock is left to measure with, and only where it can be trusted: a message
+is aged by it only if the clock was synchronized (by NTP) when the message reached the file or
+later in that boot (its ``synced_created``: the boot clock carries a time read then back to the
+append) and is synchronized now; the others wait, bounded by count and bytes only.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ from pathlib import Path
 from typing import Self
 
 from voiced.errors import ConfigError, VoicedError
-from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, damaged, open_outbox_file, read_back, take_up
+from voiced.mqtt import outbox_file
+from voiced.mqtt.outbox_file import (READ_COLUMNS, DiskUnavailable, damaged, open_outbox_file, read_back, synced_stamp,
+                                     take_up)
 from voiced.mqtt.outbox_held import HeldFile
 from voiced.mqtt.outbox_memory import HeldMessages, Row
 from voiced.mqtt.outbox_types import HELD_FILE, OUTBOX_FILE, SPILLED, DropReason, OutboxConfig, OutboxMessage
@@ -75,6 +80,7 @@ class Outbox:
         self._next_id = 1
         self._dropped = {reason: 0 for reason in DropReason}
         self._unacked_deletes: set[int] = set()  # acknowledged, but the delete could not be written
+        self._unstamped = False  # the file may hold messages of this boot stored before the clock was synchronized
         self._reopen_at = 0.0
         self.write_errors = 0
         try:
@@ -114,6 +120,7 @@ class Outbox:
         self._db, self.set_aside = db, set_aside or self.set_aside
         self._count, self._bytes = count, size
         self._next_id = max(self._next_id, top + 1)
+        self._unstamped = True  # a process before, this boot, may have stored some
         if count:
             log.info("outbox %s holds %d messages (%d bytes) from before", path, count, size)
 
@@ -148,8 +155,9 @@ class Outbox:
     def _insert_locked(self, message_id: int, row: Row) -> int:
         db = self._file_locked()
         topic, payload, qos, retain, created, boot_id, since_boot = row
+        synced_created = synced_stamp(since_boot, time.time())
         size = len(payload)
-        count, nbytes = self._count, self._bytes
+        count, nbytes, unstamped = self._count, self._bytes, self._unstamped
         # One transaction: the evictions and the insert reach the file together.
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -157,9 +165,9 @@ class Outbox:
             self._evict_locked(DropReason.MAX_MESSAGES, lambda: self._count + 1 > self.config.max_messages)
             self._evict_locked(DropReason.MAX_BYTES, lambda: self._bytes + size > self.config.max_bytes)
             db.execute(
-                "INSERT INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (message_id, topic, payload, qos, int(retain), created, boot_id, since_boot),
+                "INSERT INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot, synced_created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (message_id, topic, payload, qos, int(retain), created, boot_id, since_boot, synced_created),
             )
             db.execute("COMMIT")
         except BaseException:
@@ -167,10 +175,11 @@ class Outbox:
                 db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # nothing was begun, or SQLite rolled back by itself
-            self._count, self._bytes = count, nbytes
+            self._count, self._bytes, self._unstamped = count, nbytes, unstamped
             raise
         self._count += 1
         self._bytes += size
+        self._unstamped = self._unstamped or synced_created is None
         return message_id
 
     def _spill_locked(self, message_id: int, row: Row) -> int:
@@ -396,9 +405,19 @@ class Outbox:
         if not self.config.max_age_s or not self._count or self._db is None:
             return
         boot = bootclock.boot_id()
-        # this boot's messages by the boot clock, earlier boots' (and unknown ones) by the wall clock
-        where = "CASE WHEN boot_id = ? AND boot_id != '' THEN since_boot < ? ELSE created < ? END"
-        cutoffs = (boot, bootclock.since_boot() - self.config.max_age_s, time.time() - self.config.max_age_s)
+        # This boot's messages by the boot clock; earlier boots' (and unknown ones) by the wall clock, but
+        # only while it is synchronized and only those stamped while it was: a Pi's clock reads 1970 or
+        # the last shutdown's time until NTP answers, and a message stamped then would look weeks old
+        # (a stamp after now is no age either: it is not below the cutoff).
+        where = ("CASE WHEN boot_id = ? AND boot_id != '' THEN since_boot < ?"
+                 " ELSE ? AND synced_created IS NOT NULL AND synced_created < ? END")
+        synced = outbox_file.wall_clock_synced()
+        if synced and self._unstamped:  # this boot's messages stored before NTP answered: the boot clock
+            self._db.execute("UPDATE outbox SET synced_created = ? - (? - since_boot)"  # carries now back to them
+                             " WHERE synced_created IS NULL AND boot_id = ? AND boot_id != ''",
+                             (time.time(), bootclock.since_boot(), boot))
+            self._unstamped = False
+        cutoffs = (boot, bootclock.since_boot() - self.config.max_age_s, synced, time.time() - self.config.max_age_s)
         n, size = self._db.execute(
             f"SELECT COUNT(*), COALESCE(SUM(LENGTH(payload)), 0) FROM outbox WHERE {where}", cutoffs
         ).fetchone()

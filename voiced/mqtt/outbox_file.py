@@ -6,7 +6,15 @@ An SD card that lost power at the wrong moment, or began to fail, can leave a fi
 longer reads. Refusing to start would lose every message to come and leave the device in a
 restart loop until someone deletes the file by hand; instead the file is renamed to
 ``NAME.corrupt-YYYYmmddTHHMMSS`` (with its ``-wal`` and ``-shm``) and kept, and a new outbox
-begins with the messages SQLite can still read from it (those on damaged pages are lost).
+begins with the messages SQLite can still read from it (those on damaged pages are lost). Only
+the newest ``KEEP_SET_ASIDE`` such copies are kept: a failing card damages the file again and
+again, and each copy (up to the outbox's bytes and its WAL) would otherwise fill the disk.
+
+A message's wall-clock time of append is kept twice: ``created`` as the clock read then, and
+``synced_created`` only when the clock was known to be right (synchronized by NTP, see
+:func:`wall_clock_synced`), NULL otherwise. A Pi has no real-time clock: until NTP answers its
+clock reads 1970 or the last shutdown's time, and a message stamped then would look weeks old at
+the next boot. Only ``synced_created`` may age a message across a reboot.
 
 A file that cannot be opened because its disk is full or mounted read-only (what the kernel
 does to an SD card that reports errors) raises :class:`DiskUnavailable` (the outbox then works
@@ -16,19 +24,25 @@ directory) is a configuration error. Nothing is moved in either case.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
+import glob
 import logging
 import os
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
 from voiced.errors import ConfigError
+from voiced.runtime import bootclock
 
-__all__ = ["DiskProblem", "DiskUnavailable", "READ_COLUMNS", "damaged", "disk_state", "disk_unavailable",
-           "open_outbox_file", "read_back", "take_up"]
+__all__ = ["DiskProblem", "DiskUnavailable", "KEEP_SET_ASIDE", "READ_COLUMNS", "damaged", "delete_set_aside",
+           "disk_state", "disk_unavailable", "open_outbox_file", "read_back", "synced_stamp", "take_up",
+           "wall_clock_synced"]
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +55,24 @@ CREATE TABLE IF NOT EXISTS outbox (
     retain  INTEGER NOT NULL,
     created REAL    NOT NULL,
     boot_id TEXT    NOT NULL DEFAULT '',
-    since_boot REAL NOT NULL DEFAULT 0
+    since_boot REAL NOT NULL DEFAULT 0,
+    synced_created REAL DEFAULT NULL
 )
 """
 _BOOT_COLUMNS = ("ALTER TABLE outbox ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''",
                  "ALTER TABLE outbox ADD COLUMN since_boot REAL NOT NULL DEFAULT 0")
-"""An outbox written before messages carried their boot: its rows get '' (wall-clock age)."""
+"""An outbox written before messages carried their boot: its rows get '' (not of this boot)."""
+_SYNCED_COLUMN = "ALTER TABLE outbox ADD COLUMN synced_created REAL DEFAULT NULL"
+"""An outbox written before messages said whether their clock was right: its rows get NULL (not known
+right, so never aged across a reboot)."""
 _READ_NAMES = ("id", "topic", "payload", "qos", "retain", "created")
 """The columns of ``READ_COLUMNS``, in the table's order: an outbox from before messages carried their boot."""
-_ALL_NAMES = (*_READ_NAMES, "boot_id", "since_boot")
+_BOOT_NAMES = (*_READ_NAMES, "boot_id", "since_boot")
+"""The columns of an outbox from before messages said whether their clock was right."""
+_ALL_NAMES = (*_BOOT_NAMES, "synced_created")
 """The table's columns today, in order."""
 _COLUMNS = ", ".join(_ALL_NAMES)
+_PLACES = ", ".join("?" * len(_ALL_NAMES))
 _SEQUENCE_NAMES = ("name", "seq")
 """The columns of SQLite's own sqlite_sequence (AUTOINCREMENT's last ids), which ``take_up`` reads."""
 READ_COLUMNS = "id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain, created"
@@ -64,6 +85,18 @@ keeps): they belong to it and go aside with it."""
 _ROOM_NEEDED = 256 * 1024
 """Free bytes below which a failed open is put down to a full disk: opening in WAL mode writes
 the -shm index (32 KiB) and the first -wal frames."""
+KEEP_SET_ASIDE = 3
+"""Corrupt copies of an outbox kept (the newest); older ones are deleted when another is set aside."""
+_CORRUPT = ".corrupt-"
+"""What ``_set_aside`` puts between the outbox's name and the time in a corrupt copy's name."""
+_TIME_ERROR = 5
+"""What adjtimex(2) returns while the kernel holds the clock unsynchronized (STA_UNSYNC): from boot
+until an NTP client (systemd-timesyncd, chrony with ``rtcsync``, ntpd) sets it, and again once none
+has for hours."""
+_TIMEX_BYTES = 512
+"""Room for the kernel's struct timex (208 bytes on 64-bit Linux), which adjtimex(2) fills."""
+_TIMESYNC_FLAG = Path("/run/systemd/timesync/synchronized")
+"""Made by systemd-timesyncd at its first synchronization of this boot (/run is emptied at boot)."""
 
 
 class DiskProblem(StrEnum):
@@ -104,11 +137,12 @@ def open_outbox_file(path: Path, fsync: bool,
 def _replace_damaged(path: Path, fsync: bool, exc: BaseException) -> tuple[sqlite3.Connection, Path]:
     """Set the damaged file aside and open a new one holding what can be read of it."""
     aside = _set_aside(path)
+    _prune_set_aside(path, aside)  # first: the room the old copies take may be what the new file needs
     rows = _salvage(aside)
     db = _open(path, fsync)
     try:
         with db:
-            db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(f"INSERT INTO outbox ({_COLUMNS}) VALUES ({_PLACES})", rows)
     except BaseException:
         db.close()
         raise
@@ -142,12 +176,13 @@ def _salvage(aside: Path) -> list[tuple]:
     try:
         # by position, not by name: a column whose name a bad byte changed still holds its values
         names = ['"' + row[1].replace('"', '""') + '"' for row in db.execute("PRAGMA table_info(outbox)")]
-        if len(names) not in (6, 8):  # 6: written before messages carried their boot
+        if len(names) not in (len(_READ_NAMES), len(_BOOT_NAMES), len(_ALL_NAMES)):  # the fewer: written before
             return []
         key, topic, payload, qos, retain, created = names[:6]
-        boot = f"CAST({names[6]} AS BLOB), {names[7]}" if len(names) == 8 else "'', 0"
-        select = (f"SELECT {key}, CAST({topic} AS BLOB), CAST({payload} AS BLOB), {qos}, {retain}, {created}, {boot}"
-                  f" FROM outbox WHERE {key} >= ? ORDER BY {key}")
+        boot = f"CAST({names[6]} AS BLOB), {names[7]}" if len(names) > len(_READ_NAMES) else "'', 0"
+        synced = names[8] if len(names) == len(_ALL_NAMES) else "NULL"
+        select = (f"SELECT {key}, CAST({topic} AS BLOB), CAST({payload} AS BLOB), {qos}, {retain}, {created},"
+                  f" {boot}, {synced} FROM outbox WHERE {key} >= ? ORDER BY {key}")
 
         def readable(message_id: int) -> bool:  # the first message from this id on, as the loop reads it
             try:
@@ -164,8 +199,9 @@ def _salvage(aside: Path) -> list[tuple]:
                         continue  # an id damaged out of order (a page cut short reads as 0s): on, not back
                     fields = read_back(row[:6])
                     if fields is not None:  # a row damaged past use is left behind
-                        boot_id, since_boot = row[6:]
-                        rows.append((row[0], *fields, _text(boot_id), since_boot if _number(since_boot) else 0.0))
+                        boot_id, since_boot, synced_created = row[6:]
+                        rows.append((row[0], *fields, _text(boot_id), since_boot if _number(since_boot) else 0.0,
+                                     synced_created if _number(synced_created) else None))
                     after = row[0] + 1
                 break  # the end of the table
             except (sqlite3.Error, UnicodeDecodeError):  # a damaged page, or a topic no longer UTF-8
@@ -274,8 +310,10 @@ def _open(path: Path, fsync: bool) -> sqlite3.Connection:
         db.execute(_SCHEMA)
         columns = tuple(row[1] for row in db.execute("PRAGMA table_info(outbox)"))
         if columns == _READ_NAMES:  # written before messages carried their boot
-            for statement in _BOOT_COLUMNS:
+            for statement in (*_BOOT_COLUMNS, _SYNCED_COLUMN):
                 db.execute(statement)
+        elif columns == _BOOT_NAMES:  # written before messages said whether their clock was right
+            db.execute(_SYNCED_COLUMN)
         elif columns != _ALL_NAMES:
             # a column name changed by a bad byte is valid SQL to SQLite's check: every read would fail
             raise sqlite3.DatabaseError(f"the outbox table's columns are {', '.join(columns)}: its schema is damaged")
@@ -306,3 +344,58 @@ def _set_aside(path: Path) -> Path:
         if companion.exists():
             companion.rename(aside.with_name(aside.name + suffix))
     return aside
+
+
+def _prune_set_aside(path: Path, newest: Path) -> None:
+    """Delete all but the newest ``KEEP_SET_ASIDE`` corrupt copies of the outbox at ``path`` (``newest``,
+    just set aside, always stays), with their companions; logged. Newest by when they were set aside
+    (the rename's change time): their names' times are those of a clock NTP may have moved since."""
+    def set_aside_at(aside: Path) -> tuple[int, str, int]:
+        # the change time ticks coarsely: copies set aside within a tick go by their names' time and number
+        stamp, _, number = aside.name.removeprefix(path.name + _CORRUPT).partition("-")
+        try:
+            changed = aside.stat().st_ctime_ns
+        except OSError:
+            changed = 0  # gone meanwhile: first to go
+        return changed, stamp, int(number) if number.isdigit() else 1
+
+    copies = [p for p in path.parent.glob(f"{glob.escape(path.name)}{_CORRUPT}*")
+              if p != newest and not p.name.endswith(_COMPANIONS)]
+    copies.sort(key=set_aside_at, reverse=True)
+    for aside in copies[KEEP_SET_ASIDE - 1:]:
+        try:
+            delete_set_aside(aside)
+        except OSError as exc:
+            log.warning("cannot delete %s, an older corrupt copy of outbox %s: %s", aside, path, exc)
+            continue
+        log.warning("outbox %s: deleted %s, an older corrupt copy (the newest %d are kept)", path, aside,
+                    KEEP_SET_ASIDE)
+
+
+def wall_clock_synced() -> bool:
+    """Whether the wall clock is known right now: the kernel holds it synchronized (adjtimex(2), what
+    ``timedatectl`` shows as "System clock synchronized"), or where that cannot be asked,
+    systemd-timesyncd has synchronized it this boot."""
+    adjtimex = _adjtimex()
+    if adjtimex is not None:
+        state = adjtimex(ctypes.create_string_buffer(_TIMEX_BYTES))  # all zero (modes 0): only reads
+        if state >= 0:
+            return state != _TIME_ERROR
+    return _TIMESYNC_FLAG.exists()
+
+
+def synced_stamp(since_boot: float, now: float) -> float | None:
+    """The wall-clock time of the moment ``since_boot`` of this boot, worked out from ``now`` (the wall
+    clock's reading) and the boot clock, when the wall clock is known right (the ``synced_created`` of a
+    message appended then); None when it is not."""
+    if not wall_clock_synced():
+        return None
+    return now - max(0.0, bootclock.since_boot() - since_boot)
+
+
+@functools.cache
+def _adjtimex() -> Callable[[ctypes.Array[ctypes.c_char]], int] | None:
+    try:
+        return ctypes.CDLL(None).adjtimex  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not Linux
+        return None

@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 
 from voiced.errors import ConfigError
-from voiced.mqtt.outbox_file import READ_COLUMNS, DiskUnavailable, delete_set_aside, open_outbox_file, read_back
+from voiced.mqtt import outbox_file
+from voiced.mqtt.outbox_file import (READ_COLUMNS, DiskUnavailable, delete_set_aside, open_outbox_file, read_back,
+                                     synced_stamp)
 from voiced.mqtt.outbox_memory import Row
 from voiced.runtime import bootclock
 from voiced.runtime.lograte import sparse_level
@@ -37,8 +39,8 @@ log = logging.getLogger(__name__)
 
 _SHARE_OF_DISK = 4
 """The file's payloads take at most 1/this of its disk's size."""
-_INSERT = ("INSERT OR REPLACE INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot)"
-           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT = ("INSERT OR REPLACE INTO outbox (id, topic, payload, qos, retain, created, boot_id, since_boot,"
+           " synced_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 class HeldFile:
@@ -80,29 +82,32 @@ class HeldFile:
 
     def left(self) -> list[tuple[int, Row]]:
         """What a process before held at its end, oldest first. A message of an earlier boot (a
-        ``path`` on a disk that a reboot keeps) is restamped as this boot's, aged by the wall clock."""
+        ``path`` on a disk that a reboot keeps) is restamped as this boot's, as old as the wall clock
+        says if it was known right at the message's write and is now, else as appended now (a Pi's
+        clock reads 1970 or the last shutdown's time until NTP answers)."""
         try:
-            rows = self._db.execute(f"SELECT {READ_COLUMNS}, CAST(boot_id AS BLOB), since_boot FROM outbox"
-                                    " ORDER BY id").fetchall()
+            rows = self._db.execute(f"SELECT {READ_COLUMNS}, CAST(boot_id AS BLOB), since_boot, synced_created"
+                                    " FROM outbox ORDER BY id").fetchall()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             log.error("held messages' file %s cannot be read (%s): the messages it held are lost", self.path, exc)
             return []
-        boot, now = bootclock.boot_id(), bootclock.since_boot()
+        boot, now, synced = bootclock.boot_id(), bootclock.since_boot(), outbox_file.wall_clock_synced()
         out = []
         for row in rows:
             fields = read_back(row[:6])
             if fields is None:
                 continue  # damaged past use
             topic, payload, qos, retain, created = fields
-            boot_id, since_boot = row[6], row[7]
+            boot_id, since_boot, synced_created = row[6], row[7], row[8]
             if not boot or boot_id != boot.encode() or not isinstance(since_boot, (int, float)):
-                since_boot = now - max(0.0, time.time() - created)
+                known = synced and isinstance(synced_created, (int, float))
+                since_boot = now - (max(0.0, time.time() - synced_created) if known else 0.0)
             out.append((row[0], (topic, payload, qos, retain, created, boot, float(since_boot))))
         return out
 
     def replace(self, rows: list[tuple[int, Row]]) -> None:
         """Hold exactly ``rows`` (the ones left, under their new ids)."""
-        if self._write("DELETE FROM outbox", (), [(i, *row) for i, row in rows]):
+        if self._write("DELETE FROM outbox", (), [self._values(i, row) for i, row in rows]):
             self._sizes = {i: len(row[1]) for i, row in rows}
             self._bytes = sum(self._sizes.values())
 
@@ -113,7 +118,7 @@ class HeldFile:
             log.log(sparse_level(self.over), "held messages' file %s has its %d bytes: message %d is held in "
                     "memory only (%d so far)", self.path, self.max_bytes, message_id, self.over)
             return
-        if self._write(_INSERT, (message_id, *row)):
+        if self._write(_INSERT, self._values(message_id, row)):
             self._sizes[message_id] = size
             self._bytes += size
 
@@ -122,6 +127,11 @@ class HeldFile:
         if size is not None and self._write("DELETE FROM outbox WHERE id = ?", (message_id,)):
             del self._sizes[message_id]
             self._bytes -= size
+
+    @staticmethod
+    def _values(message_id: int, row: Row) -> tuple:
+        """``_INSERT``'s values: the row's, and its wall-clock time if the clock is known right now."""
+        return message_id, *row, synced_stamp(row[6], time.time())
 
     def _write(self, statement: str, params: tuple, more: list[tuple] | None = None) -> bool:
         try:

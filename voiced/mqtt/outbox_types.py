@@ -42,7 +42,8 @@ class OutboxConfig:
     """Most payload bytes kept waiting; beyond it the oldest are dropped."""
     max_age_s: float = 7 * 24 * 3600.0
     """Messages older than this are dropped instead of sent (measured on the boot clock within one
-    boot, on the wall clock across a reboot); 0 keeps messages however old."""
+    boot; across a reboot on the wall clock, only for messages stamped while it was synchronized and
+    only while it is: the others are kept, bounded by count and bytes); 0 keeps messages however old."""
     held_path: str | None = None
     """SQLite file on a RAM-backed disk (the runtime directory) where messages held in memory while
     ``path``'s disk takes no writes are kept too, so that a restart of the daemon does not lose them;
@@ -76,4 +77,5 @@ class OutboxMessage:
     qos: int
     retain: bool
     created: float
-    """Wall-clock time (``time.time()``) of the append."""
+    """Wall-clock time (``time.time()``) of the append: wrong (1970, or days behind) on a Pi that had
+    not reached NTP yet."""
