@@ -469,6 +469,22 @@ device = "spk"
         speaking = [p for t, p, _ in sub.messages if t.endswith("/speaking")]
         assert b"ON" in speaking and speaking[-1] == b"OFF" or sub.wait_for(
             lambda ms: [p for t, p, _ in ms if t.endswith("/speaking")][-1:] == [b"OFF"], "speaking OFF") is None
+        # what cannot be spoken or played is said on hermes/error/…, then answered, as Rhasspy's services do
+        from rhasspyhermes.audioserver import AudioPlayError
+        from rhasspyhermes.tts import TtsError
+
+        query(broker, {"text": " ", "siteId": "kitchen", "id": "say-2", "sessionId": "s-10"}, "hermes/tts/say")
+        mqtt_publish.single("hermes/audioServer/kitchen/playBytes/pb-2", b"RIFF but no WAV", qos=1,
+                            hostname=broker.host, port=broker.port)
+        sub.wait_for(lambda ms: len([t for t, _, _ in ms if t == "hermes/tts/sayFinished"]) == 2
+                     and any(t == "hermes/audioServer/kitchen/playFinished" for t, _, _ in ms), "both answers")
+        [tts] = [TtsError.from_dict(json.loads(p)) for p in sub.payloads("hermes/error/tts")]
+        assert (tts.context, tts.session_id, tts.site_id) == ("say-2", "s-10", "kitchen") and "empty" in tts.error
+        [play] = [AudioPlayError.from_dict(json.loads(p)) for p in sub.payloads("hermes/error/audioServer/play")]
+        assert play.context == "pb-2" and play.site_id == "kitchen" and play.error
+        order = [t for t, _, _ in sub.messages]
+        assert order.index("hermes/error/tts") < len(order) - order[::-1].index("hermes/tts/sayFinished") - 1
+        assert order.index("hermes/error/audioServer/play") < order.index("hermes/audioServer/kitchen/playFinished")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

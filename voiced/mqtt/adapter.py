@@ -259,9 +259,14 @@ class HermesAdapter:
     def _on_spoken(self, ev: SpeechFinished) -> None:
         """Answer the requests this adapter made (another adapter's are its own business)."""
         request = ev.request
+        error = request.result.error if request.result is not None else None
         if request.kind is RequestKind.SAY and isinstance(request.tag, hermes.TtsSay):
+            if error:  # Rhasspy's TTS services say why on hermes/error/tts, then sayFinished
+                self._publish(hermes.tts_error(error, self.site_id, request.id, request.tag.session_id))
             self._publish(hermes.say_finished(self.site_id, request.id, request.tag.session_id))
         elif request.kind is RequestKind.PLAY and request.tag is _PLAY_BYTES:
+            if error:
+                self._publish(hermes.audio_play_error(error, self.site_id, request.id))
             self._publish(hermes.play_finished(self.site_id, request.id))
         elif request.tag is _NOTIFY and request.result is not None and request.result.error:
             log.warning("Home Assistant's message was not spoken: %s", request.result.error)
@@ -401,6 +406,9 @@ class HermesAdapter:
         """Not played, but answered: the sender waits for playFinished (the id is in the topic)."""
         site_request = hermes.site_and_request_from_play_bytes(topic)
         if site_request is not None:
+            limit = self.config.mqtt.max_audio_bytes
+            self._publish(hermes.audio_play_error(f"{size} bytes of audio: over [mqtt] max_audio_bytes {limit}",
+                                                  *site_request))
             self._publish(hermes.play_finished(*site_request))
 
     def _on_play_bytes(self, topic: str, payload: bytes) -> None:
@@ -413,6 +421,7 @@ class HermesAdapter:
         except AudioError as exc:
             log.warning("%s", exc)
             self.core.counters.add("malformed_play_bytes")
+            self._publish(hermes.audio_play_error(str(exc), site, request_id))
             self._publish(hermes.play_finished(site, request_id))
             return
         self.core.play(chunk, request_id=request_id, tag=_PLAY_BYTES)

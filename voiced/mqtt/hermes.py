@@ -32,6 +32,7 @@ from voiced.mqtt.hermes_out import (
     AsrToken,
     HermesMessage,
     TerminationReason,
+    audio_play_error,
     hotword_detected,
     intent_not_recognized,
     nlu_intent,
@@ -42,6 +43,7 @@ from voiced.mqtt.hermes_out import (
     session_started,
     text_captured,
     tokens_from_text,
+    tts_error,
 )
 from voiced.mqtt.hermes_topics import (
     DEFAULT_SITE,
@@ -58,10 +60,10 @@ from voiced.mqtt.hermes_topics import (
 
 __all__ = [
     "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
-    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "for_site", "hotword_detected",
+    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "audio_play_error", "for_site", "hotword_detected",
     "hotword_detected_topic", "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
     "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_started",
-    "site_and_request_from_play_bytes", "text_captured", "tokens_from_text",
+    "site_and_request_from_play_bytes", "text_captured", "tokens_from_text", "tts_error",
 ]

@@ -17,9 +17,9 @@ from voiced.intents import Intent, SlotKind
 from voiced.mqtt.hermes_topics import Topic, hotword_detected_topic, intent_topic, play_finished_topic
 
 __all__ = [
-    "AsrToken", "HermesMessage", "TerminationReason", "hotword_detected", "intent_not_recognized", "nlu_intent",
-    "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
-    "text_captured", "tokens_from_text",
+    "AsrToken", "HermesMessage", "TerminationReason", "audio_play_error", "hotword_detected", "intent_not_recognized",
+    "nlu_intent", "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
+    "text_captured", "tokens_from_text", "tts_error",
 ]
 
 
@@ -246,3 +246,20 @@ def say_finished(site_id: str, request_id: str | None = None, session_id: str | 
 def play_finished(site_id: str, request_id: str | None = None, session_id: str | None = None) -> HermesMessage:
     """``hermes/audioServer/<siteId>/playFinished``: answers a playBytes, echoing its request id."""
     return HermesMessage(play_finished_topic(site_id), {"id": request_id, "siteId": site_id, "sessionId": session_id})
+
+
+def tts_error(error: str, site_id: str, request_id: str | None = None, session_id: str | None = None) -> HermesMessage:
+    """``hermes/error/tts``: a tts/say that could not be spoken (ahead of its sayFinished, as Rhasspy's
+    TTS services send it), its ``id`` as ``context``."""
+    return HermesMessage(Topic.TTS_ERROR, _error(error, site_id, request_id, session_id))
+
+
+def audio_play_error(error: str, site_id: str, request_id: str | None = None,
+                     session_id: str | None = None) -> HermesMessage:
+    """``hermes/error/audioServer/play``: a playBytes that could not be played (ahead of its
+    playFinished), its request id as ``context``."""
+    return HermesMessage(Topic.AUDIO_PLAY_ERROR, _error(error, site_id, request_id, session_id))
+
+
+def _error(error: str, site_id: str, context: str | None, session_id: str | None) -> dict[str, object]:
+    return {"error": error, "siteId": site_id, "context": context, "sessionId": session_id}

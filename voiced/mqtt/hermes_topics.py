@@ -40,6 +40,8 @@ class Topic(StrEnum):
     HOTWORD_TOGGLE_OFF = "hermes/hotword/toggleOff"
     FEEDBACK_SOUND_TOGGLE_ON = "hermes/feedback/sound/toggleOn"
     FEEDBACK_SOUND_TOGGLE_OFF = "hermes/feedback/sound/toggleOff"
+    TTS_ERROR = "hermes/error/tts"
+    AUDIO_PLAY_ERROR = "hermes/error/audioServer/play"
 
 
 _INTENT_PREFIX = "hermes/intent/"
