@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import socket
 import stat
 import threading
+from collections.abc import Coroutine
 from pathlib import Path
 
 from voiced.core.engine import Core
 from voiced.errors import ConfigError
+from voiced.runtime.backoff import Backoff, BackoffPolicy
+from voiced.wyoming.announce import Announcement, Announcer
 from voiced.wyoming.config import Scheme, WyomingConfig
 from voiced.wyoming.connection import Connection
 from voiced.wyoming.framing import FramingError, Limits
@@ -26,6 +30,11 @@ from voiced.wyoming.timers import load_bell
 __all__ = ["WyomingServer"]
 
 log = logging.getLogger(__name__)
+
+BIND_RETRY = BackoffPolicy(initial=1.0, maximum=30.0)
+"""Delays between binds of a ``tcp://`` address this host does not have yet (DHCP still to come at boot)."""
+BIND_NAG_S = 600.0
+"""While the address is still missing, the warning is repeated this often (each retry in between logs at debug)."""
 
 
 class WyomingServer:
@@ -53,12 +62,15 @@ class WyomingServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._zeroconf: object | None = None
+        self._announcer: Announcer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Announcing, or binding an address not yet assigned: cancelled at shutdown."""
 
     # -- life cycle (any thread) ----------------------------------------------------------------
 
     def start(self, timeout: float = 10.0) -> None:
-        """Bind and serve on the ``wyoming`` thread; returns once listening (raises if binding failed)."""
+        """Bind and serve on the ``wyoming`` thread; returns once listening (raises if binding failed),
+        or once waiting for a ``tcp://`` address this host does not have yet (bound when it appears)."""
         self._thread = threading.Thread(target=self._run, name="wyoming", daemon=True)
         self._thread.start()
         self._ready.wait(timeout)
@@ -103,54 +115,71 @@ class WyomingServer:
         e = self.endpoint
         if e.scheme is Scheme.TCP:
             try:
-                self._server = await asyncio.start_server(self._serve, e.host, e.port, limit=self.limits.line_bytes)
-            except OSError as exc:  # in use, no such address: one line naming the key, not a traceback
-                raise self._uri_error(f"cannot listen on {e.host}:{e.port}: {exc.strerror or exc}") from None
-            self.port = self._server.sockets[0].getsockname()[1]
-            if self.config.zeroconf:
-                await self._announce()
-        else:
-            path = Path(e.path)
+                await self._bind_tcp()
+            except OSError as exc:  # in use, bad address: one line naming the key, not a traceback
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise self._uri_error(f"cannot listen on {e.host}:{e.port}: {exc.strerror or exc}") from None
+                # Not ours yet (the DHCP lease comes after boot): failing start would end in
+                # systemd's start limit, so wait for the address on the loop instead.
+                log.warning("wyoming: %s is not an address of this host yet; listening once it is", e.host)
+                self._spawn(self._bind_when_assigned())
+            return
+        path = Path(e.path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _clear_stale_socket(path)
+            self._server = await asyncio.start_unix_server(self._serve, e.path, limit=self.limits.line_bytes)
+        except (OSError, ValueError) as exc:
+            raise self._uri_error(f"cannot listen on {path}: {exc}") from None
+        log.info("wyoming: serving on %s", self.config.uri)
+
+    async def _bind_tcp(self) -> None:
+        e = self.endpoint
+        self._server = await asyncio.start_server(self._serve, e.host, e.port, limit=self.limits.line_bytes)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("wyoming: serving on tcp://%s:%s", e.host, self.port)
+        if self.config.zeroconf:
+            name = self.config.zeroconf_name or f"voiced-{self.core.config.site.id}"
+            self._announcer = Announcer(Announcement(name, self.port, self.core.config.site.id,
+                                                     self.config.zeroconf_host), self.counters)
+            self._spawn(self._announcer.run())
+
+    async def _bind_when_assigned(self) -> None:
+        assert self.loop is not None
+        backoff = Backoff(BIND_RETRY)
+        nagged = self.loop.time()
+        while True:
+            await asyncio.sleep(backoff.next_delay())
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _clear_stale_socket(path)
-                self._server = await asyncio.start_unix_server(self._serve, e.path, limit=self.limits.line_bytes)
-            except (OSError, ValueError) as exc:
-                raise self._uri_error(f"cannot listen on {path}: {exc}") from None
-        log.info("wyoming: serving on %s", self.config.uri if e.scheme is Scheme.UNIX else f"tcp://{e.host}:{self.port}")
+                await self._bind_tcp()
+                return
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL:  # taken meanwhile, say: start() can no longer report it
+                    log.error("wyoming: cannot listen on %s:%s: %s", self.endpoint.host, self.endpoint.port,
+                              exc.strerror or exc)
+                    return
+                if self.loop.time() - nagged >= BIND_NAG_S:
+                    nagged = self.loop.time()
+                    log.warning("wyoming: %s is still not an address of this host; waiting", self.endpoint.host)
+                else:
+                    log.debug("wyoming: %s not assigned yet", self.endpoint.host)
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _uri_error(self, problem: str) -> ConfigError:
         path = self.core.config.path
         return ConfigError("wyoming.uri", problem, str(path) if path else None)
 
-    async def _announce(self) -> None:
-        """mDNS ``_wyoming._tcp.local.``: how Home Assistant discovers Wyoming services. Never fatal."""
-        try:
-            from zeroconf import IPVersion
-            from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
-
-            host = self.config.zeroconf_host or _default_address()
-            name = self.config.zeroconf_name or f"voiced-{self.core.config.site.id}"
-            info = AsyncServiceInfo("_wyoming._tcp.local.", f"{name}._wyoming._tcp.local.",
-                                    addresses=[socket.inet_aton(host)], port=self.port,
-                                    properties={"version": "1", "site": self.core.config.site.id})
-            zc = AsyncZeroconf(ip_version=IPVersion.V4Only, interfaces=[host])
-            await zc.async_register_service(info)
-            self._zeroconf = zc
-            log.info("wyoming: announced %s on %s:%s by zeroconf", name, host, self.port)
-        except Exception as exc:  # no multicast on this network: Home Assistant can still add host:port by hand
-            log.warning("wyoming: zeroconf announcement failed (%s); add the server by host and port", exc)
-            self.counters.add("wyoming_zeroconf_failures")
-
     async def _shutdown(self) -> None:
-        if self._zeroconf is not None:
-            zc = self._zeroconf
-            self._zeroconf = None
-            try:
-                await zc.async_unregister_all_services()  # type: ignore[attr-defined]
-                await zc.async_close()  # type: ignore[attr-defined]
-            except Exception as exc:
-                log.debug("zeroconf close: %s", exc)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._announcer is not None:
+            await self._announcer.close()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -181,16 +210,6 @@ class WyomingServer:
         finally:
             self.connections.discard(conn)
             await conn.cleanup()
-
-
-def _default_address() -> str:
-    """The address the default route leaves from (no packet is sent)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("224.0.0.251", 5353))
-            return s.getsockname()[0]
-        except OSError:
-            return "127.0.0.1"
 
 
 def _clear_stale_socket(path: Path) -> None:
