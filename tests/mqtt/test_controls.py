@@ -8,6 +8,8 @@ Home Assistant would send (MQTT discovery's command topics), the real alexa head
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from tests.wyoming.test_satellite import satellite
 from voiced.audio.wav import read_wav, write_wav
 from voiced.core.controls import CONTROLS_FILE, Controls, load_controls, save_controls
 from voiced.mqtt.hermes import play_bytes_topic
+from voiced.wake.sensitivity import Sensitivity
 
 _T = np.arange(8000) / 16000
 SWEEP = np.round(0.5 * 32767 * np.sin(2 * np.pi * (300 + 900 * _T) * _T)).astype("<i2")
@@ -234,3 +237,48 @@ def test_settings_are_kept_whole_and_bad_files_read_as_the_defaults(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert not save_controls(blocker / CONTROLS_FILE, Controls(False, None))
+
+
+def test_saving_removes_temporary_files_a_crash_left_and_the_saved_file_is_in_force(tmp_path: Path) -> None:
+    """A daemon killed between writing and renaming leaves ``.controls.json.<pid>.tmp``: the next
+    load or save removes it, whatever its pid, and what was saved last is what is read."""
+    path = tmp_path / "state" / CONTROLS_FILE
+    path.parent.mkdir()
+    leftovers = [path.with_name(f".{CONTROLS_FILE}.{pid}.tmp") for pid in (1234, 98765)]
+    for leftover in leftovers:
+        leftover.write_text('{"microphone": tr')  # cut short by the crash
+    assert load_controls(path) == Controls()
+    assert list(path.parent.iterdir()) == [], "a load removes them too"
+    for leftover in leftovers:
+        leftover.write_text('{"microphone": tr')
+    assert save_controls(path, Controls(False, 0.3, Sensitivity.SLIGHTLY))
+    assert [p.name for p in path.parent.iterdir()] == [CONTROLS_FILE]
+    assert json.loads(path.read_text("utf-8")) == {"microphone": False, "volume": 0.3,
+                                                   "wake_sensitivity": Sensitivity.SLIGHTLY.value}
+    assert load_controls(path) == Controls(False, 0.3, Sensitivity.SLIGHTLY)
+
+
+def test_saving_fsyncs_the_file_before_the_rename_and_the_directory_after(tmp_path: Path, monkeypatch) -> None:
+    """"Microphone off" must survive a power cut soon after it is set. A power cut cannot be run in a
+    test, so this records the os.fsync calls instead (the one thing observable short of one): the
+    written file's descriptor, with its data already in it, then its directory's, after the
+    rename. The real fsync still runs."""
+    path = tmp_path / "state" / CONTROLS_FILE
+    real_fsync = os.fsync
+    synced: list[tuple[os.stat_result, bool]] = []  # each fsync'd descriptor, and whether controls.json existed
+
+    def recording_fsync(fd: int) -> None:
+        synced.append((os.fstat(fd), path.exists()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    assert save_controls(path, Controls(microphone=False))
+    written = path.stat()
+    assert len(synced) == 2, synced
+    (first, renamed_first), (second, renamed_second) = synced
+    # the file now named controls.json, with all of its bytes written out, fsynced before the rename
+    assert stat.S_ISREG(first.st_mode) and first.st_ino == written.st_ino and first.st_size == written.st_size > 0
+    assert not renamed_first
+    # then its directory, after the rename
+    assert stat.S_ISDIR(second.st_mode) and second.st_ino == path.parent.stat().st_ino and renamed_second
+    assert load_controls(path) == Controls(microphone=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,38 @@ def test_prune_keeps_the_most_recently_used(tmp_path: Path) -> None:
         cache.commit(temp, tmp_path / f"m{k}{SUFFIX}")
     kept = {p.name for p in _entries(tmp_path)}
     assert len(kept) == MAX_ENTRIES and f"m{MAX_ENTRIES + 2}{SUFFIX}" in kept and f"m0{SUFFIX}" not in kept
+
+
+
+def test_graphs_in_use_are_kept_when_the_clock_is_behind_the_caches(tmp_path: Path) -> None:
+    """A Pi without RTC starts at 1970 or fake-hwclock's old time: the graphs it uses must not look
+    older than stale ones (other models, older onnxruntimes) written when the clock was right, or
+    every start prunes one in use and optimizes it again. The entries here are stamped a year
+    ahead of the real clock, which is the same as this start's clock being a year behind."""
+    day = 86400 * 10**9
+    right = time.time_ns() + 365 * day  # the clock when the cache was filled
+    for k in range(10):
+        stale = tmp_path / f"stale{k}{SUFFIX}"
+        stale.write_bytes(b"x")
+        os.utime(stale, ns=(right - (30 + k) * day,) * 2)
+    in_use = [tmp_path / f"model{k}{SUFFIX}" for k in range(7)]
+    for entry in in_use[:6]:  # last used by a start whose clock was behind too
+        entry.write_bytes(b"x")
+        os.utime(entry, ns=(right - 60 * day,) * 2)
+    assert len(in_use) + 10 > MAX_ENTRIES
+    cache = GraphCache(tmp_path)
+    for start in range(3):
+        optimized = []
+        for entry in in_use:
+            if not cache.hit(entry):  # what create_session does: optimize, write, commit
+                optimized.append(entry.name)
+                temp = cache.writable_temp(entry)
+                assert temp is not None
+                temp.write_bytes(b"y")  # mtime: this start's clock
+                cache.commit(temp, entry)
+        assert optimized == ([in_use[6].name] if start == 0 else []), (start, optimized)
+        assert all(entry.exists() for entry in in_use)
+    assert len(_entries(tmp_path)) == MAX_ENTRIES
 
 
 def test_default_directory(monkeypatch, tmp_path: Path) -> None:

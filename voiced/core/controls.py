@@ -3,7 +3,10 @@ word sensitivity), kept across restarts.
 
 A microphone switched off for privacy must stay off after a power cut, and a volume turned down
 at night must not come back loud: the settings live in ``controls.json`` in the state directory,
-written whole (a temporary file renamed over it) on every change. A missing file is the
+written whole on every change: a temporary file, fsynced, renamed over it, then the directory
+fsynced, so that after a power cut the file is the new settings, not the old ones or an empty
+file (where the filesystem refuses a directory's fsync, best effort). Temporary files a crash left
+(``.controls.json.<pid>.tmp``) are removed at the next load or save. A missing file is the
 defaults (microphone on, ``[playback] volume``, the configured wake thresholds); a damaged one is
 logged and read as the defaults, never stopping the start; a disk that takes no writes keeps them
 in memory.
@@ -42,6 +45,7 @@ class Controls:
 
 def load_controls(path: Path) -> Controls:
     """The settings saved at ``path``; the defaults when there are none or they cannot be read (logged)."""
+    _remove_leftovers(path)
     controls, problems = read_controls(path)
     for problem in problems:
         log.warning("%s", problem)
@@ -78,13 +82,18 @@ def read_controls(path: Path) -> tuple[Controls, list[str]]:
 
 
 def save_controls(path: Path, controls: Controls) -> bool:
-    """Write ``controls`` to ``path`` whole; False (logged) when the disk does not take it."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write ``controls`` to ``path`` whole and durably; False (logged) when the disk does not take it."""
+    temp = _temp_path(path, os.getpid())
+    _remove_leftovers(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp.write_text(json.dumps({_MICROPHONE: controls.microphone, _VOLUME: controls.volume,
-                                    _WAKE_SENSITIVITY: controls.wake_sensitivity.value}), "utf-8")
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({_MICROPHONE: controls.microphone, _VOLUME: controls.volume,
+                                _WAKE_SENSITIVITY: controls.wake_sensitivity.value}))
+            f.flush()
+            os.fsync(f.fileno())  # the data on disk before the name points at it
         os.replace(temp, path)
+        _fsync_directory(path.parent)  # the rename itself on disk
         return True
     except OSError as exc:
         log.warning("cannot keep the device settings in %s (%s): they last until the daemon stops", path, exc)
@@ -93,3 +102,39 @@ def save_controls(path: Path, controls: Controls) -> bool:
         except OSError:
             pass
         return False
+
+
+def _temp_path(path: Path, pid: int | str) -> Path:
+    """Where process ``pid`` writes ``path`` before renaming it (``"*"``: a glob of every process's)."""
+    return path.with_name(f".{path.name}.{pid}.tmp")
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove temporary files of ``path`` that other processes left (a crash between write and rename)."""
+    mine = _temp_path(path, os.getpid())
+    try:
+        leftovers = [p for p in path.parent.glob(_temp_path(path, "*").name) if p != mine]
+    except OSError:
+        return
+    for leftover in leftovers:
+        try:
+            leftover.unlink()
+            log.debug("removed %s, left by a process that stopped while saving", leftover)
+        except OSError:
+            pass
+
+
+def _fsync_directory(directory: Path) -> None:
+    """fsync ``directory`` so that a rename in it survives a power cut; best effort (some filesystems
+    and platforms refuse a directory's fsync)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError as exc:
+        log.debug("cannot open %s to fsync it: %s", directory, exc)
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        log.debug("cannot fsync %s: %s", directory, exc)
+    finally:
+        os.close(fd)

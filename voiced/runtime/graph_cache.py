@@ -10,6 +10,12 @@ The saved graph may hold CPU-specific rewrites, so an entry is keyed by the sour
 size, mtime, ctime, inode), the ONNX Runtime version and the CPU's model and flags: any change to
 one of them is a new entry. Entries are written under a temporary name and renamed, so a reader
 never sees half a file; a cached graph that fails to load is deleted and the source is loaded.
+
+At most MAX_ENTRIES graphs are kept, the least recently used pruned. "Used" is an entry's mtime,
+but not the wall clock's: a Raspberry Pi without RTC starts at 1970 or at fake-hwclock's old
+time, and graphs stamped then would look oldest, be pruned in favour of stale ones and be
+optimized again at every start. A hit or commit stamps max(now, newest mtime in the cache + 1 s),
+so what a process uses is always newer than what it did not, whatever the clock says.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import hashlib
 import logging
 import os
 import platform
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +35,9 @@ log = logging.getLogger(__name__)
 MAX_ENTRIES = 16
 """Graphs kept; the least recently used go first (a daemon uses a handful)."""
 SUFFIX = ".opt.onnx"
+_STEP_NS = 1_000_000_000
+"""How much newer than the newest entry a used one is stamped: a second, so that filesystems with
+whole-second mtimes order it too."""
 
 
 def default_graph_cache() -> Path:
@@ -76,11 +86,7 @@ class GraphCache:
 
     def hit(self, entry: Path) -> bool:
         """True if ``entry`` exists; marks it as just used."""
-        try:
-            os.utime(entry)
-            return True
-        except OSError:
-            return False
+        return self._mark_used(entry)
 
     def writable_temp(self, entry: Path) -> Path | None:
         """A temporary path to have ONNX Runtime write ``entry`` to; None if the directory is not writable."""
@@ -101,6 +107,8 @@ class GraphCache:
             log.debug("graph cache: cannot keep %s: %s", entry, exc)
             self.discard(temp)
             return
+        # ONNX Runtime wrote it with the wall clock's mtime, which may be years behind the others'.
+        self._mark_used(entry)
         self._prune()
 
     def discard(self, path: Path) -> None:
@@ -109,12 +117,26 @@ class GraphCache:
         except OSError:
             pass
 
-    def _prune(self) -> None:
+    def _mark_used(self, entry: Path) -> bool:
+        """Stamp ``entry`` newer than every other entry (see the module docstring); False if it is gone."""
+        others = [mtime for mtime, p in self._entries() if p != entry]
+        stamp = max([time.time_ns(), *(mtime + _STEP_NS for mtime in others)])
+        try:
+            os.utime(entry, ns=(stamp, stamp))
+            return True
+        except OSError:
+            return False
+
+    def _entries(self) -> list[tuple[int, Path]]:
+        """(mtime in ns, path) of every entry."""
         entries = []
         for p in self.directory.glob(f"*{SUFFIX}"):
             try:
                 entries.append((p.stat().st_mtime_ns, p))
             except OSError:
                 continue
-        for _, p in sorted(entries, reverse=True)[MAX_ENTRIES:]:
+        return entries
+
+    def _prune(self) -> None:
+        for _, p in sorted(self._entries(), reverse=True)[MAX_ENTRIES:]:
             self.discard(p)
