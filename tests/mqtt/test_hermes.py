@@ -221,6 +221,31 @@ def test_other_malformed_messages() -> None:
         hermes.parse_message("hermes/unknown", b"{}")
 
 
+def test_dialogue_messages_parse_as_rhasspyhermes_writes_them() -> None:
+    from rhasspyhermes.dialogue import (DialogueAction, DialogueContinueSession, DialogueEndSession,
+                                        DialogueNotification, DialogueStartSession)
+
+    action = DialogueStartSession(init=DialogueAction(can_be_enqueued=True, text="Which room?", intent_filter=["A"]),
+                                  site_id="kitchen", custom_data="cd", lang="en")
+    start = hermes.parse_message(Topic.START_SESSION, action.payload())
+    assert start == hermes.StartSession(hermes.SessionKind.ACTION, "Which room?", "kitchen", ("A",), "cd", "en")
+    note = hermes.parse_start_session(DialogueStartSession(init=DialogueNotification(text="Hi")).payload())
+    assert note.kind is hermes.SessionKind.NOTIFICATION and note.text == "Hi" and note.site_id == "default"
+    cont = hermes.parse_continue_session(DialogueContinueSession(session_id="s", text="And?", intent_filter=["B"],
+                                                                 custom_data="c2").payload())
+    assert cont == hermes.ContinueSession("s", "And?", ("B",), "c2")
+    assert hermes.parse_end_session(DialogueEndSession(session_id="s", text="Done.").payload()) == \
+        hermes.EndSession("s", "Done.")
+    with pytest.raises(MalformedMessage, match="'init' is missing"):
+        hermes.parse_start_session(b'{"siteId": "kitchen"}')
+    with pytest.raises(MalformedMessage, match="'init' must be an object"):
+        hermes.parse_start_session(b'{"init": "action"}')
+    with pytest.raises(MalformedMessage, match="init.type must be one of action, notification"):
+        hermes.parse_start_session(b'{"init": {"type": "question"}}')
+    with pytest.raises(MalformedMessage, match="'sessionId' is missing"):
+        hermes.parse_continue_session(b'{"text": "x"}')
+
+
 def test_for_site_ignores_other_sites() -> None:
     assert hermes.for_site({"siteId": "kitchen"}, "kitchen")
     assert not hermes.for_site({"siteId": "bedroom"}, "kitchen")

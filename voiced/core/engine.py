@@ -329,7 +329,8 @@ class Core:
         while not ctx.stop.is_set():
             ctx.beat()
             item = self.windows.get(POLL_S)
-            if self.requests.take_fresh() and self.mode is ListenMode.ON_REQUEST:
+            if self.requests.take_fresh() and (self.mode is ListenMode.ON_REQUEST or (
+                    self.mode is ListenMode.WAKE and not self.listener.active)):  # not a wake word's utterance
                 # a new request hears from now on (speech under way too), not a half-heard utterance
                 self.listener, expected, self.requests.hearing = self.models.new_listener(), None, None
             for ev in self.requests.answer_stop(heard_until):
@@ -372,7 +373,7 @@ class Core:
         """Whether the VAD and the recognizer get ``item``: in wake mode after a wake word, on
         request while a request is open or its utterance is heard, else always."""
         if self.mode is ListenMode.WAKE:
-            return self.wake.listening(item.end)
+            return self.wake.listening(item.end) or self.requests.wanted()
         return self.mode is not ListenMode.ON_REQUEST or self.requests.wanted()
 
     def _intent(self, ctx: StageContext) -> None:
@@ -397,13 +398,14 @@ class Core:
             if self.mode is ListenMode.ON_REQUEST and request is None:
                 self._utterance_session = None
                 return
-            if self.mode is ListenMode.WAKE:
+            if self.mode is ListenMode.WAKE and request is None:
                 self._utterance_session, callers = self.wake.session, False
                 if self.wake.session is None:
                     return
-            else:
+            else:  # a request's session (in wake mode too: a dialogue's next turn needs no wake word)
                 callers = request is not None and request.callers_session
-                self._utterance_session = request.session_id if callers else str(uuid.uuid4())
+                given = request.session_id if request is not None else None
+                self._utterance_session = given or str(uuid.uuid4())
             self.counters.add("utterances")
             self._emit(SpeechStarted(self._utterance_session, ev.start, own_session=not callers))
             return
@@ -478,7 +480,8 @@ class Core:
         self._emit(Transcript(session, text, confidence if text else 0.0, ev.start, ev.end, words, from_templates))
         if not callers:
             self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
-                                          intent_filter=request.intent_filter if request else None))
+                                          intent_filter=request.intent_filter if request else None,
+                                          custom_data=request.custom_data if request else None))
 
     # -- speech out --------------------------------------------------------------------------
 

@@ -83,12 +83,17 @@ class ListenRequest:
     """One utterance only: the request ends at the first endpoint."""
     send_audio: bool = False
     """The utterance's audio is handed back too (:class:`AudioCaptured`), after its transcript."""
+    dialogue: bool = False
+    """``session_id`` is one of the core's own sessions that an app leads on (Hermes startSession,
+    continueSession): its utterance gets an intent and ends the session, as any of the core's own."""
+    custom_data: str | None = None
+    """Opaque to the core: handed back on the utterance's intent events."""
 
     @property
     def callers_session(self) -> bool:
         """The session is the caller's (a dialogue manager's, as in Rhasspy): the core only transcribes;
         the caller asks for the intent (hermes/nlu/query) and starts and ends the session itself."""
-        return bool(self.session_id)
+        return bool(self.session_id) and not self.dialogue
 
 
 @dataclass(frozen=True)

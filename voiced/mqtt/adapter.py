@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from voiced import __version__
 from voiced.audio.wav import encode_wav
@@ -51,7 +53,7 @@ from voiced.mqtt.discovery import (
     transcript_state,
     wake_event,
 )
-from voiced.mqtt.hermes_state import SessionTags, StartedSessions, ToggleReasons
+from voiced.mqtt.hermes_state import OwnSessions, SessionTags, StartedSessions, ToggleReasons
 from voiced.mqtt.outbox import HELD_FILE, OUTBOX_FILE, Outbox, OutboxConfig
 from voiced.runtime.hardware import Stage
 from voiced.runtime.supervisor import StageContext
@@ -82,6 +84,17 @@ class _Notify:
 
 
 _NOTIFY = _Notify()
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """Tag of what an app's startSession / continueSession / endSession has said: what follows it."""
+
+    session_id: str
+    listen: ListenRequest | None = None
+    """Heard next (an action, a continueSession); None: nothing."""
+    end: bool = False
+    """The session ends once it is said (a notification)."""
 
 
 class HermesAdapter:
@@ -115,6 +128,8 @@ class HermesAdapter:
         self._listen_now_tags: tuple[str | None, str | None] | None = None
         """(wakewordId, lang) of a startListening without a sessionId, for the session it opens."""
         self._started = StartedSessions()
+        self._own = OwnSessions()
+        """voiced's own recent sessions, which an app may continue or end, and their customData."""
         self._asr_off, self._wake_off = ToggleReasons(), ToggleReasons()
         """Why a dialogue manager holds the ASR / the wake word off (hermes toggles, by reason)."""
         group = config.wake.arbitration_group
@@ -130,6 +145,9 @@ class HermesAdapter:
         c.subscribe(hermes.Topic.STOP_LISTENING, self._on_stop_listening)
         c.subscribe(hermes.Topic.ASR_TOGGLE_ON, self._on_toggle)
         c.subscribe(hermes.Topic.ASR_TOGGLE_OFF, self._on_toggle)
+        c.subscribe(hermes.Topic.START_SESSION, self._on_start_session)
+        c.subscribe(hermes.Topic.CONTINUE_SESSION, self._on_continue_session)
+        c.subscribe(hermes.Topic.END_SESSION, self._on_end_session)
         if self.core.models.wake is not None:
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_ON, self._on_hotword_toggle)
             c.subscribe(hermes.Topic.HOTWORD_TOGGLE_OFF, self._on_hotword_toggle)
@@ -196,18 +214,16 @@ class HermesAdapter:
         elif isinstance(ev, IntentRecognized):
             u = ev.utterance
             wakeword, lang = self._sessions.of(u.session_id)
-            self._publish(hermes.nlu_intent(ev.intent, site, u.session_id, u.request_id, u.custom_data,
+            self._publish(hermes.nlu_intent(ev.intent, site, u.session_id, u.request_id, self._custom_data(u),
                                             asr_tokens=_asr_tokens(u.words),
                                             asr_confidence=u.confidence if u.from_speech else None,
                                             wakeword_id=u.wakeword_id or wakeword, lang=u.lang or lang))
             self.client.publish(topics.intent, intent_event(ev.intent, site))
         elif isinstance(ev, IntentNotRecognized):
             u = ev.utterance
-            self._publish(hermes.intent_not_recognized(u.text, site, u.session_id, u.request_id, u.custom_data))
+            self._publish(hermes.intent_not_recognized(u.text, site, u.session_id, u.request_id, self._custom_data(u)))
         elif isinstance(ev, SessionEnded):
-            if self._started.end(ev.session_id):  # ended before anything was heard: a wake word's timeout,
-                self._publish(self._session_started(ev.session_id))  # a request stopped in silence
-            self._publish(hermes.session_ended(site, ev.session_id, _REASONS[ev.reason]))
+            self._end_session(ev.session_id, _REASONS[ev.reason])
         elif isinstance(ev, WakeDetected):
             d = ev.detection
             self._sessions.tag(ev.session_id, d.label, None)
@@ -223,11 +239,21 @@ class HermesAdapter:
             self._publish_controls()
 
     def _start_session(self, session_id: str) -> None:
+        self._own.add(session_id)
         if self._started.start(session_id):
             self._publish(self._session_started(session_id))
 
     def _session_started(self, session_id: str) -> hermes.HermesMessage:
-        return hermes.session_started(self.site_id, session_id, lang=self._sessions.of(session_id)[1])
+        return hermes.session_started(self.site_id, session_id, self._own.custom_data(session_id),
+                                      lang=self._sessions.of(session_id)[1])
+
+    def _end_session(self, session_id: str, reason: hermes.TerminationReason) -> None:
+        if self._started.end(session_id):  # ended before anything was heard: a wake word's timeout,
+            self._publish(self._session_started(session_id))  # a request stopped in silence
+        self._publish(hermes.session_ended(self.site_id, session_id, reason, self._own.custom_data(session_id)))
+
+    def _custom_data(self, u: Utterance) -> str | None:
+        return u.custom_data if u.custom_data is not None or not u.from_speech else self._own.custom_data(u.session_id)
 
     def _tag_listen_now(self, session_id: str) -> None:
         """A session of voiced's own that a startListening without a sessionId asked for gets that
@@ -268,6 +294,8 @@ class HermesAdapter:
             if error:
                 self._publish(hermes.audio_play_error(error, self.site_id, request.id))
             self._publish(hermes.play_finished(self.site_id, request.id))
+        elif isinstance(request.tag, _Turn):
+            self._after_turn(request.tag)
         elif request.tag is _NOTIFY and request.result is not None and request.result.error:
             log.warning("Home Assistant's message was not spoken: %s", request.result.error)
 
@@ -322,6 +350,57 @@ class HermesAdapter:
                 self._listen_now_tags = (request.wakeword_id, request.lang)
             self.core.start_listening(ListenRequest(request.session_id, request.intent_filter,
                                                     request.stop_on_silence, request.send_audio_captured))
+
+    # -- an app's dialogue (Rhasspy's dialogue manager, for voiced's own sessions) ---------------
+
+    def _on_start_session(self, topic: str, payload: bytes) -> None:
+        start = hermes.parse_start_session(payload)
+        if not hermes.for_site(start, self.site_id):
+            return
+        session = str(uuid.uuid4())
+        self._own.add(session, start.custom_data)
+        if start.lang is not None:
+            self._sessions.tag(session, None, start.lang)
+        self._start_session(session)
+        if start.kind is hermes.SessionKind.NOTIFICATION:
+            self._turn(start.text, _Turn(session, end=True))
+        else:
+            self._turn(start.text, _Turn(session, self._listen_request(session, start.intent_filter)))
+
+    def _on_continue_session(self, topic: str, payload: bytes) -> None:
+        cont = hermes.parse_continue_session(payload)
+        if cont.session_id not in self._own:  # another satellite's, or a dialogue manager's own
+            log.debug("continueSession for session %s, not one of ours: ignored", cont.session_id)
+            return
+        self._own.add(cont.session_id, cont.custom_data)
+        if cont.lang is not None:
+            self._sessions.tag(cont.session_id, self._sessions.of(cont.session_id)[0], cont.lang)
+        self._turn(cont.text, _Turn(cont.session_id, self._listen_request(cont.session_id, cont.intent_filter)))
+
+    def _on_end_session(self, topic: str, payload: bytes) -> None:
+        end = hermes.parse_end_session(payload)
+        if end.session_id not in self._own:
+            log.debug("endSession for session %s, not one of ours: ignored", end.session_id)
+            return
+        # voiced ends its sessions with their intent: the app's last word is said, its end was sent
+        self._own.add(end.session_id, end.custom_data)
+        self._turn(end.text, _Turn(end.session_id))
+
+    def _listen_request(self, session_id: str, intent_filter: tuple[str, ...] | None) -> ListenRequest:
+        return ListenRequest(session_id, intent_filter, dialogue=True, custom_data=self._own.custom_data(session_id))
+
+    def _turn(self, text: str | None, turn: _Turn) -> None:
+        """Say ``text`` (when there is a voice), then what ``turn`` says follows."""
+        if text and text.strip() and self.core.speaker is not None and self.core.models.voice is not None:
+            self.core.say(text, tag=turn)  # answered in _on_spoken: then the rest
+        else:
+            self._after_turn(turn)
+
+    def _after_turn(self, turn: _Turn) -> None:
+        if turn.listen is not None:
+            self.core.start_listening(turn.listen)
+        elif turn.end:
+            self._end_session(turn.session_id, hermes.TerminationReason.NOMINAL)
 
     def _on_stop_listening(self, topic: str, payload: bytes) -> None:
         request = hermes.parse_stop_listening(payload)

@@ -14,15 +14,22 @@ from __future__ import annotations
 
 from voiced.mqtt.hermes_in import (
     AsrToggle,
+    ContinueSession,
+    EndSession,
     MalformedMessage,
     NluQuery,
     ReplyAddress,
+    SessionKind,
     StartListening,
+    StartSession,
     StopListening,
     TtsSay,
+    parse_continue_session,
+    parse_end_session,
     parse_message,
     parse_nlu_query,
     parse_start_listening,
+    parse_start_session,
     parse_stop_listening,
     parse_toggle,
     parse_tts_say,
@@ -59,10 +66,11 @@ from voiced.mqtt.hermes_topics import (
 )
 
 __all__ = [
-    "DEFAULT_SITE", "AsrToggle", "AsrToken", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
-    "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "audio_play_error", "for_site", "hotword_detected",
+    "DEFAULT_SITE", "AsrToggle", "AsrToken", "ContinueSession", "EndSession", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
+    "SessionKind", "StartSession", "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "audio_play_error", "for_site", "hotword_detected",
     "hotword_detected_topic", "intent_name_from_topic",
-    "intent_not_recognized", "intent_topic", "nlu_intent", "parse_message", "parse_nlu_query", "parse_start_listening",
+    "intent_not_recognized", "intent_topic", "nlu_intent", "parse_continue_session", "parse_end_session",
+    "parse_message", "parse_start_session", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
     "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_started",
     "site_and_request_from_play_bytes", "text_captured", "tokens_from_text", "tts_error",

@@ -11,15 +11,17 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from voiced.errors import VoicedError
 from voiced.mqtt.hermes_topics import DEFAULT_SITE, Topic
 
 __all__ = [
-    "AsrToggle", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening", "StopListening", "TtsSay",
-    "parse_message", "parse_nlu_query", "parse_start_listening", "parse_stop_listening", "parse_toggle",
-    "parse_tts_say", "reply_address",
+    "AsrToggle", "ContinueSession", "EndSession", "MalformedMessage", "NluQuery", "ReplyAddress", "SessionKind",
+    "StartListening", "StartSession", "StopListening", "TtsSay", "parse_continue_session", "parse_end_session",
+    "parse_message", "parse_nlu_query", "parse_start_listening", "parse_start_session", "parse_stop_listening",
+    "parse_toggle", "parse_tts_say", "reply_address",
 ]
 
 
@@ -54,6 +56,47 @@ class StartListening:
     wakeword_id: str | None = None
     intent_filter: tuple[str, ...] | None = None
     lang: str | None = None
+
+
+class SessionKind(StrEnum):
+    """``init.type`` of a startSession (rhasspyhermes ``DialogueActionType``)."""
+
+    ACTION = "action"
+    """Say ``text``, then listen for an intent."""
+    NOTIFICATION = "notification"
+    """Say ``text``; the session ends there."""
+
+
+@dataclass(frozen=True)
+class StartSession:
+    """``hermes/dialogueManager/startSession``: a session an app begins (an announcement, a question)."""
+
+    kind: SessionKind
+    text: str | None = None
+    site_id: str = DEFAULT_SITE
+    intent_filter: tuple[str, ...] | None = None
+    custom_data: str | None = None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class ContinueSession:
+    """``hermes/dialogueManager/continueSession``: say ``text``, then hear the session's next turn."""
+
+    session_id: str
+    text: str | None = None
+    intent_filter: tuple[str, ...] | None = None
+    custom_data: str | None = None
+    lang: str | None = None
+
+
+@dataclass(frozen=True)
+class EndSession:
+    """``hermes/dialogueManager/endSession``: the app's last word in a session (``text`` is said)."""
+
+    session_id: str
+    text: str | None = None
+    custom_data: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +203,15 @@ class _Reader:
             raise MalformedMessage(f"field {key!r} must be true or false, got {value!r}")
         return value
 
+    def object(self, key: str, required: bool = False) -> str:
+        """The JSON object at ``key``, as text for a reader of its own ("{}" when absent)."""
+        value = self._get(key, required)
+        if value is None:
+            return "{}"
+        if not isinstance(value, dict):
+            raise MalformedMessage(f"field {key!r} must be an object, got {type(value).__name__}")
+        return json.dumps(value)
+
     def texts(self, key: str) -> tuple[str, ...] | None:
         value = self._get(key, False)
         if value is None:
@@ -206,6 +258,31 @@ def parse_start_listening(payload: bytes | str) -> StartListening:
     )
 
 
+def parse_start_session(payload: bytes | str) -> StartSession:
+    """Parse ``hermes/dialogueManager/startSession`` (``init`` required, with its ``type``)."""
+    r = _Reader(payload)
+    init = _Reader(r.object("init", required=True))
+    kind = init.text("type", required=True)
+    if kind not in tuple(SessionKind):
+        raise MalformedMessage(f"init.type must be one of {', '.join(SessionKind)}, got {kind!r}")
+    return StartSession(kind=SessionKind(kind), text=init.text("text"), site_id=r.site(),
+                        intent_filter=init.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"))
+
+
+def parse_continue_session(payload: bytes | str) -> ContinueSession:
+    """Parse ``hermes/dialogueManager/continueSession`` (``sessionId`` required)."""
+    r = _Reader(payload)
+    return ContinueSession(session_id=r.text("sessionId", required=True), text=r.text("text"),
+                           intent_filter=r.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"))
+
+
+def parse_end_session(payload: bytes | str) -> EndSession:
+    """Parse ``hermes/dialogueManager/endSession`` (``sessionId`` required)."""
+    r = _Reader(payload)
+    return EndSession(session_id=r.text("sessionId", required=True), text=r.text("text"),
+                      custom_data=r.text("customData"))
+
+
 def parse_stop_listening(payload: bytes | str) -> StopListening:
     """Parse ``hermes/asr/stopListening``."""
     r = _Reader(payload)
@@ -242,10 +319,13 @@ _PARSERS: dict[str, Callable[[bytes | str], object]] = {
     Topic.ASR_TOGGLE_ON: lambda p: parse_toggle(p, True),
     Topic.ASR_TOGGLE_OFF: lambda p: parse_toggle(p, False),
     Topic.TTS_SAY: parse_tts_say,
+    Topic.START_SESSION: parse_start_session,
+    Topic.CONTINUE_SESSION: parse_continue_session,
+    Topic.END_SESSION: parse_end_session,
 }
 
 
-def parse_message(topic: str, payload: bytes | str) -> NluQuery | StartListening | StopListening | AsrToggle | TtsSay:
+def parse_message(topic: str, payload: bytes | str) -> object:
     """Parse an incoming message by its topic; MalformedMessage for a topic voiced does not read."""
     parser = _PARSERS.get(topic)
     if parser is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["MAX_REASONS", "MAX_SESSIONS", "SessionTags", "StartedSessions", "ToggleReasons"]
+__all__ = ["MAX_REASONS", "MAX_SESSIONS", "OwnSessions", "SessionTags", "StartedSessions", "ToggleReasons"]
 
 MAX_SESSIONS = 32
 """Recent sessions whose wake word and language are kept; the oldest go first."""
@@ -88,3 +88,27 @@ class StartedSessions:
             del self._started[session_id]
             return False
         return True
+
+
+class OwnSessions:
+    """voiced's own recent sessions (the most recent ``MAX_SESSIONS``) and the ``customData`` an app
+    gave each: only these may an app continue or end (several satellites share one broker, and
+    continueSession and endSession carry no siteId), and the data is echoed on their messages."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[str, str | None] = OrderedDict()
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._data
+
+    def add(self, session_id: str, custom_data: str | None = None) -> None:
+        """Know ``session_id`` (again), with ``custom_data`` if given (None keeps what it had)."""
+        if custom_data is None:
+            custom_data = self._data.get(session_id)
+        self._data[session_id] = custom_data
+        self._data.move_to_end(session_id)
+        while len(self._data) > MAX_SESSIONS:
+            self._data.popitem(last=False)
+
+    def custom_data(self, session_id: str | None) -> str | None:
+        return self._data.get(session_id) if session_id is not None else None
