@@ -175,3 +175,50 @@ def test_a_listen_now_request_stopped_in_silence_is_a_whole_session_with_its_tag
     assert started.session_id == ended.session_id == captured.session_id and started.lang == "en"
     order = [t for t, _, _ in sub.messages]
     assert order.index("hermes/dialogueManager/sessionStarted") < order.index("hermes/dialogueManager/sessionEnded")
+
+
+@pytest.mark.shared
+def test_a_replaced_request_is_answered_and_one_not_stopping_on_silence_gets_one_transcript(
+        tmp_path, broker, subscriber_factory, whisper_model_dir, models, speech) -> None:
+    """A dialogue manager's request replaced by another before anything was said was never answered
+    (its manager waited for its timeout); one with stopOnSilence false got a textCaptured per
+    utterance and an empty one at its stop. Rhasspy's ASR answers each request, and the latter once,
+    at its stop, with all it heard."""
+    from voiced.pipeline import Daemon, ListenMode
+
+    gap = np.zeros(16000, np.float32)
+    first = read_wav(speech / "hifitts_6097_5min" / "audio" / FIRST)[0][:, 0]
+    command = _spoken("Turn on the kitchen light.", exact=True)
+    parts = [gap, gap, first, gap, gap, command, gap, gap, gap, gap, gap]
+    starts = np.cumsum([0] + [len(p) for p in parts]) / 16000
+    wav = tmp_path / "room.wav"
+    write_wav(wav, np.concatenate(parts)[:, None], 16000)
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
+    config = Config.from_file(tmp_path / "voiced.toml")
+    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
+                                 wake=dataclasses.replace(config.wake, models=()))
+    sub = subscriber_factory(broker, "hermes/asr/textCaptured")
+    daemon = Daemon(config, ListenMode.ON_REQUEST)
+
+    def heard() -> float:
+        return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
+
+    daemon.start()
+    try:
+        wait_until(lambda: heard() > 0.3, timeout=60, what="the daemon listening")
+        assert heard() < starts[2] - 0.5, "the requests would come after the reader began: a slower machine than thought"
+        raw_publish(broker, "hermes/asr/startListening", json.dumps({"siteId": "kitchen", "sessionId": "dm-x"}))
+        raw_publish(broker, "hermes/asr/startListening",
+                    json.dumps({"siteId": "kitchen", "sessionId": "dm-f", "stopOnSilence": False}))
+        wait_until(lambda: heard() > starts[6] + 1.5, timeout=60, what="both utterances gone by")
+        raw_publish(broker, "hermes/asr/stopListening", json.dumps({"siteId": "kitchen", "sessionId": "dm-f"}))
+        sub.wait_count(2, "hermes/asr/textCaptured")
+        wait_until(lambda: heard() >= len(np.concatenate(parts)) / 16000 - 0.2, timeout=60, what="the end")
+    finally:
+        daemon.stop(timeout=2)
+    captured = [_text(p) for p in sub.payloads("hermes/asr/textCaptured")]
+    assert [c.session_id for c in captured] == ["dm-x", "dm-f"]
+    assert captured[0].text == ""
+    text = captured[1].text.lower()
+    assert "country" in text and "kitchen light" in text, text  # the reader's words, then the command
+    assert text.index("country") < text.index("kitchen")

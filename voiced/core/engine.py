@@ -333,8 +333,7 @@ class Core:
                     self.mode is ListenMode.WAKE and not self.listener.active)):  # not a wake word's utterance
                 # a new request hears from now on (speech under way too), not a half-heard utterance
                 self.listener, expected, self.requests.hearing = self.models.new_listener(), None, None
-            for ev in self.requests.answer_stop(heard_until):
-                self._on_listen_event(ev)
+            self.requests.answer_stop(heard_until)
             if item is None:
                 continue
             heard_until = item.end
@@ -477,7 +476,9 @@ class Core:
         result = ev.result if text and text == ev.text.strip() else None  # None: the cloud's text, or none
         words = tuple(word_timings(ev)) if result is not None else None
         from_templates = result is not None and result.from_templates
-        self._emit(Transcript(session, text, confidence if text else 0.0, ev.start, ev.end, words, from_templates))
+        transcript = Transcript(session, text, confidence if text else 0.0, ev.start, ev.end, words, from_templates)
+        if not (callers and request is not None and self.requests.hold(request, transcript)):
+            self._emit(transcript)
         if not callers:
             self.utterances.put(Utterance(text=text, session_id=session, confidence=confidence, words=words,
                                           intent_filter=request.intent_filter if request else None,

@@ -8,6 +8,11 @@ manager waiting for ``textCaptured`` goes on. Between requests nothing is decode
 with a session id is its caller's (``ListenRequest.callers_session``): the core transcribes and
 leaves the intent and the end of the session to the caller.
 
+A request replaced by a newer one before it was stopped is answered as if stopped then (a dialogue
+manager waiting for its ``textCaptured`` would wait for its timeout). A caller's request that does
+not stop on silence is answered once, at its stop, with everything heard since it began (as
+Rhasspy's ASR answers it), not with a transcript per utterance and an empty one at the end.
+
 The adapters call ``open`` and ``close`` on their threads; the rest runs on the listen thread.
 """
 
@@ -18,7 +23,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from voiced.core.events import ListenRequest, SessionEnded, SessionReason, Transcript
-from voiced.listener import ListenEvent, ListenEventType
+from voiced.listener import ListenEventType
 
 if TYPE_CHECKING:
     from voiced.core.engine import Core
@@ -34,15 +39,21 @@ class ListenRequests:
         self._lock = threading.Lock()
         self._open: ListenRequest | None = None
         self._fresh = False  # opened since the listen thread last looked: hear from now on
-        self._stopped: ListenRequest | None = None  # closed by stopListening, not yet answered
+        self._stopped: list[ListenRequest] = []  # closed (stopListening, or replaced), not yet answered
+        self._held: dict[int, list[Transcript]] = {}
+        """id(request) → the transcripts of a caller's request that does not stop on silence, answered
+        as one at its stop (listen thread)."""
         self.hearing: ListenRequest | None = None
         """The request in force when the utterance being heard began (listen thread)."""
+        self._answering: ListenRequest | None = None  # the stopped request whose last utterance ends now
 
     # -- any thread ---------------------------------------------------------------------------
 
     def open(self, request: ListenRequest) -> None:
         with self._lock:
-            self._open, self._fresh, self._stopped = request, True, None
+            if self._open is not None:  # replaced: answered as stopped now, not left waiting for ever
+                self._stopped.append(self._open)
+            self._open, self._fresh = request, True
 
     def close(self, session_id: str | None = None) -> bool:
         """stopListening: True if it closed the open request (``session_id`` None: whichever it is)."""
@@ -51,7 +62,8 @@ class ListenRequests:
             if request is None or (session_id is not None and request.session_id is not None
                                    and session_id != request.session_id):
                 return False
-            self._open, self._stopped = None, request
+            self._open = None
+            self._stopped.append(request)
             return True
 
     # -- listen thread ------------------------------------------------------------------------
@@ -65,7 +77,7 @@ class ListenRequests:
     def wanted(self) -> bool:
         """Whether windows go to the VAD and the recognizer: while a request is open or its utterance is heard."""
         with self._lock:
-            return self._open is not None or self._stopped is not None or self.hearing is not None
+            return self._open is not None or bool(self._stopped) or self.hearing is not None
 
     def wants_audio(self) -> bool:
         """Whether an utterance beginning now belongs to a request that asked for its audio."""
@@ -86,23 +98,56 @@ class ListenRequests:
                 self._open = None
             return request
 
-    def answer_stop(self, at: float) -> list[ListenEvent]:
-        """A stopListening to answer: the utterance under way ends at ``at`` (its events, to be
-        handled as any), or, when none was heard, an empty transcript ends the request's session."""
+    def hold(self, request: ListenRequest, transcript: Transcript) -> bool:
+        """Keep ``transcript`` for its stop if ``request`` is answered once at its stop (a caller's that
+        does not stop on silence); False: publish it now."""
+        if not request.callers_session or request.stop_on_silence:
+            return False
+        with self._lock:  # the cloud's transcripts come on its threads
+            if not (request is self._open or request is self._answering or any(r is request for r in self._stopped)):
+                return False  # answered already (a late cloud transcript): out on its own
+            self._held.setdefault(id(request), []).append(transcript)
+        return True
+
+    def answer_stop(self, at: float) -> None:
+        """Answer the requests closed since the last call: an utterance of theirs under way ends at
+        ``at`` (its events handled as any), what a request held goes out as one transcript, and a
+        request that heard nothing gets an empty one, which ends its session if the core's own."""
         with self._lock:
-            stopped, self._stopped = self._stopped, None
-        if stopped is None:
-            return []
+            stopped, self._stopped = self._stopped, []
+        for request in stopped:
+            self._answer(request, at)
+
+    def _answer(self, request: ListenRequest, at: float) -> None:
         core = self.core
-        session = stopped.session_id
-        if self.hearing is stopped:
-            events = list(core.listener.finish(at))
-            if any(ev.type is ListenEventType.FINAL for ev in events):
-                return events
-            self.hearing, session = None, core._utterance_session  # nothing came of it: heard nothing
+        session = request.session_id
+        self._answering = request
+        try:
+            if self.hearing is request:
+                events = list(core.listener.finish(at))
+                for ev in events:
+                    core._on_listen_event(ev)
+                if not any(ev.type is ListenEventType.FINAL for ev in events):
+                    self.hearing, session = None, core._utterance_session  # nothing came of it: heard nothing
+                elif not request.callers_session or request.stop_on_silence:
+                    return  # answered by that utterance's transcript
+        finally:
+            self._answering = None
+        with self._lock:
+            held = self._held.pop(id(request), None)
+        if held:
+            core._emit(_joined(held))
+            return
         session = session or str(uuid.uuid4())
         core.counters.add("empty_transcripts")
         core._emit(Transcript(session, "", 0.0, at, at))
-        if not stopped.callers_session:  # the caller ends its own session
+        if not request.callers_session:  # the caller ends its own session
             core._emit(SessionEnded(session, SessionReason.INTENT_NOT_RECOGNIZED))
-        return []
+
+
+def _joined(held: list[Transcript]) -> Transcript:
+    """One transcript of a request's utterances, in order."""
+    said = [t for t in held if t.text]
+    words = tuple(w for t in said for w in t.words or ()) if said and all(t.words is not None for t in said) else None
+    return Transcript(held[0].session_id, " ".join(t.text for t in said),
+                      min((t.confidence for t in said), default=0.0), held[0].start, held[-1].end, words)
