@@ -5,13 +5,18 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.audio.test_alsa import _alsa_conf, needs_alsa
 from tests.tts.test_phonemes import reference_ids
+from tests.tts.test_playback import REPO, playback_pcm
 from tests.tts.voicegen import decode_id_audio
 from voiced.audio.wav import read_wav
 
@@ -160,3 +165,18 @@ def test_the_tts_package_gives_each_public_name_when_asked() -> None:
     assert all(getattr(tts, name) is not None for name in tts.__all__)
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = tts.no_such_name
+
+
+@needs_alsa
+def test_say_to_a_device_that_does_not_exist_says_so_once(tmp_path: Path, id_voice: Path) -> None:
+    """The player logged the device it could not open and ``say`` printed the same error again."""
+    conf = tmp_path / "asoundrc"
+    conf.write_text(playback_pcm("spk", tmp_path / "spk.raw"))  # a device, but not the one asked for
+    env = dict(os.environ, ALSA_CONFIG_PATH=f"{_alsa_conf()}:{conf}", HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, "-m", "voiced", "say", "--voice", str(id_voice), "--device", "nosuch",
+                          "Is anybody there?"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 1, run.stderr
+    assert [line for line in run.stderr.splitlines() if "nosuch" in line] == [run.stderr.splitlines()[-1]], run.stderr
+    assert run.stderr.splitlines()[-1].startswith("voiced: cannot open playback device nosuch: "), run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "spk.raw").exists()

@@ -149,6 +149,22 @@ def _to_file(voice: Any, text: str, options: Any, path: Path, figures: dict[str,
     return EXIT_OK
 
 
+_PLAYER_LOGGERS = ("voiced.tts.device", "voiced.tts.playback")
+"""Loggers of the player's thread, whose device errors ``say`` prints itself."""
+
+
+class _SaidBelow(logging.Filter):
+    """Drops the player's log record of its latest device error: the one a failed stream ends with."""
+
+    def __init__(self, player: Any) -> None:
+        super().__init__()
+        self._stats = player.stats
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # the player sets stats.last_error before logging it
+        return record.levelno < logging.WARNING or record.getMessage() != self._stats.last_error
+
+
 def _to_device(voice: Any, text: str, options: Any, device: str, figures: dict[str, Any]) -> int:
     from voiced.tts.playback import AlsaPlayer
     from voiced.tts.playconfig import PlaybackConfig, PlaybackOutcome
@@ -157,15 +173,24 @@ def _to_device(voice: Any, text: str, options: Any, device: str, figures: dict[s
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda *_: player.stop())
         signal.signal(signal.SIGTERM, lambda *_: player.stop())
+    # The player logs a device it cannot open, and say prints that error as its own last line: it came twice.
+    said_below = _SaidBelow(player)
+    loggers = [logging.getLogger(name) for name in _PLAYER_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(said_below)
     started = time.perf_counter()
-    with player:
-        stream = player.stream()
-        chunks = voice.synthesize(text, options)  # bad text fails here, before the device opens
-        for chunk in _timed(chunks, started, figures):
-            if not stream.write(chunk):
-                break
-        stream.close()
-        result = stream.wait()
+    try:
+        with player:
+            stream = player.stream()
+            chunks = voice.synthesize(text, options)  # bad text fails here, before the device opens
+            for chunk in _timed(chunks, started, figures):
+                if not stream.write(chunk):
+                    break
+            stream.close()
+            result = stream.wait()
+    finally:
+        for logger in loggers:
+            logger.removeFilter(said_below)
     assert result is not None  # close() was called: the stream finishes
     figures.update(device=device, outcome=result.outcome.value, played_frames=result.frames,
                    device_rate=result.device_rate, underruns=result.underruns,
