@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.tts.test_playback import Device, tone
+from tests.audio.test_alsa import needs_alsa
+from tests.tts.joe import joe_voice_path
+from tests.tts.test_playback import Device, playback_pcm, run_scenario, tone
 from tests.tts.voicegen import decode_id_audio
 from voiced.audio.wav import write_wav
 from voiced.errors import AudioError, ConfigError
@@ -252,3 +254,21 @@ def test_threads_are_named_and_pinned(voice: PiperVoice) -> None:
     assert request.wait(30) and request.result and request.result.outcome is SpeechOutcome.COMPLETED
     speaker.close()
     assert seen == {"play": ("play", {cpu}), "speak": ("speak", {cpu})}
+
+
+@needs_alsa
+def test_a_device_that_does_not_open_never_turns_speaking_on(tmp_path: Path) -> None:
+    """An unplugged speaker made the "speaking" sensor blip on and off for every request, though nothing
+    was heard: speaking went on when the first audio was ready, before the device failed to open."""
+    out = tmp_path / "spk.raw"
+    voice = str(joe_voice_path())
+    missing = run_scenario(tmp_path, playback_pcm("spk", out), voice=voice, mode="speaker",
+                           config={"device": "unplugged"}, texts=["The kitchen light is on."])
+    (result,) = missing["results"]
+    assert result["outcome"] == "failed" and "cannot open playback device unplugged" in result["error"]
+    assert missing["events"] == ["0"]  # answered, and never speaking
+    present = run_scenario(tmp_path, playback_pcm("spk", out), voice=voice, mode="speaker",
+                           config={"device": "spk"}, texts=["The kitchen light is on."])
+    assert [r["outcome"] for r in present["results"]] == ["completed"]
+    assert present["events"] == [True, "0", False]
+    assert present["results"][0]["frames"] == len(np.fromfile(out, dtype="<i2")) > 0  # and it was heard

@@ -46,13 +46,16 @@ _END = object()  # queue item closing a stream
 class PlaybackStream:
     """One utterance on its way to the device; made by :meth:`AlsaPlayer.stream`."""
 
-    def __init__(self, player: AlsaPlayer, volume: float, on_wait: Callable[[], None] | None = None) -> None:
+    def __init__(self, player: AlsaPlayer, volume: float, on_wait: Callable[[], None] | None = None,
+                 on_start: Callable[[], None] | None = None) -> None:
         if not 0 <= volume <= 1:
             raise ConfigError("volume", f"must be within 0..1, got {volume!r}")
         self._player = player
         self.volume = volume
         """Gain of this stream, on top of the player's."""
         self._on_wait = on_wait
+        self._on_start = on_start
+        self._started = False  # the device opened for it: on_start has run
         self.interrupted = threading.Event()
         """Set by :meth:`AlsaPlayer.stop`."""
         self.done = threading.Event()
@@ -164,14 +167,17 @@ class AlsaPlayer:
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
-    def stream(self, volume: float = 1.0, on_wait: Callable[[], None] | None = None) -> PlaybackStream:
+    def stream(self, volume: float = 1.0, on_wait: Callable[[], None] | None = None,
+               on_start: Callable[[], None] | None = None) -> PlaybackStream:
         """A new stream; it plays after the streams made before it.
 
         ``on_wait`` is called every 50 ms while a write waits for room in the queue (a
-        supervised writer beats its heartbeat there).
+        supervised writer beats its heartbeat there). ``on_start`` is called on the playback
+        thread once the device is open for the stream, just before its first audio is written;
+        never for a stream whose device cannot be opened, or that is stopped first.
         """
         self.start()
-        stream = PlaybackStream(self, volume, on_wait)
+        stream = PlaybackStream(self, volume, on_wait, on_start)
         with self._lock:
             self._live.add(stream)
             self.stats.streams += 1
@@ -272,6 +278,13 @@ class AlsaPlayer:
             stream._error = self.stats.last_error  # the rest of the stream is skipped; reported at its end
             return
         stream._rate = out.rate
+        if not stream._started and not stream.interrupted.is_set():
+            stream._started = True
+            if stream._on_start is not None:
+                try:
+                    stream._on_start()
+                except Exception:  # nothing is raised out of the playback thread
+                    log.exception("on_start callback failed")
         if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:
             self._flush_resampler(stream)
             assert out.rate is not None

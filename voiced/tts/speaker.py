@@ -10,8 +10,9 @@
     speaker.close()
 
 Requests run one at a time in arrival order. A ``say`` is synthesized sentence by
-sentence while earlier sentences play. ``on_speaking(True)`` comes just before the first
-audio of a request reaches the player; ``on_speaking(False)`` once nothing is queued and
+sentence while earlier sentences play. ``on_speaking(True)`` comes (on the playback thread)
+once the device is open, just before the first audio of a request is written to it, so a
+device that cannot be opened never turns it on; ``on_speaking(False)`` once nothing is queued and
 ``tail_ms`` has passed since the last request finished (so the microphone does not hear
 the end of the reply, or the room's echo of it). Back-to-back requests keep it True.
 
@@ -235,7 +236,9 @@ class Speaker:
             if self._interrupted(request):  # interrupt() came before there was anything to cancel
                 cancel.cancel()
         try:
-            stream = self.player.stream(volume=request.volume, on_wait=beat)
+            # speaking only once the device is open: a missing one (an unplugged speaker) made it blip on, off
+            stream = self.player.stream(volume=request.volume, on_wait=beat,
+                                        on_start=lambda: self._set_speaking(True))
             chunks = self._chunks(request, cancel)
             while True:
                 t = time.monotonic()
@@ -247,7 +250,6 @@ class Speaker:
                     break
                 if progress.first_audio_s is None:
                     progress.first_audio_s = time.monotonic() - start
-                    self._set_speaking(True)
                 if not stream.write(chunk):
                     break
                 progress.audio_s += chunk.duration
