@@ -583,3 +583,58 @@ def test_a_broker_refusing_the_credentials_is_warned_about_once_not_on_every_ret
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGHUP)  # mosquitto reloads its password file
         assert client.wait_connected(20)
+
+
+def _tls_broker(tmp_path: Path, broker_factory: Callable[..., Broker]) -> Broker:
+    """A mosquitto whose only listener speaks TLS (the server certificate of ``make_certificates``)."""
+    make_certificates(tmp_path)
+    broker = broker_factory(start=False)
+    broker.conf.write_text(broker.conf.read_text() + f"cafile {tmp_path / 'ca.crt'}\n"
+                           f"certfile {tmp_path / 'server.crt'}\nkeyfile {tmp_path / 'server.key'}\n")
+    broker.start()
+    return broker
+
+
+def _warnings_about(caplog: pytest.LogCaptureFixture, host: str, port: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING and f"{host}:{port}" in r.getMessage()]
+
+
+def test_a_tls_client_on_a_plain_port_is_told_the_handshake_failed_not_that_the_broker_is_unreachable(
+    tmp_path: Path, broker: Broker, client_factory: Callable[..., MqttClient], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """[mqtt] tls on against mosquitto's plain 1883-style listener logged "broker … unreachable": the
+    user checked the network, not the setting. The warning names the handshake and the setting,
+    once, and retrying goes on (counted) at the debug level."""
+    make_certificates(tmp_path)
+    with caplog.at_level(logging.DEBUG, logger="voiced.mqtt.client"):
+        client = client_factory(broker, ca_file=str(tmp_path / "ca.crt"))
+        wait_until(lambda: client.stats()["connect_failures"] >= 3, what="three failed TLS connects")
+    warned = _warnings_about(caplog, broker.host, broker.port)
+    assert len(warned) == 1, warned
+    assert f"TLS handshake with {broker.host}:{broker.port} failed" in warned[0]
+    assert "is that port TLS? [mqtt] tls is on" in warned[0] and "unreachable" not in warned[0]
+    assert not client.connected
+
+
+def test_a_plain_client_on_a_tls_only_port_is_told_the_port_may_need_tls(
+    tmp_path: Path, broker_factory: Callable[..., Broker], client_factory: Callable[..., MqttClient],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A TLS listener closes a plain client's connection right after its CONNECT: paho saw a TCP
+    connection come and go, logged only at the debug level, and the daemon seemed silent. The
+    first such close warns that the port may need TLS; repeats are paced (sparse_level)."""
+    broker = _tls_broker(tmp_path, broker_factory)
+    closes = 4
+
+    def hinted() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "closed the connection without answering CONNECT" in r.getMessage()]
+
+    with caplog.at_level(logging.DEBUG, logger="voiced.mqtt.client"):
+        client = client_factory(broker)
+        wait_until(lambda: len(hinted()) >= closes, what=f"{closes} connections closed on CONNECT")
+    warned = [r.getMessage() for r in hinted() if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert f"broker {broker.host}:{broker.port}" in warned[0]
+    assert "is that port TLS-only? [mqtt] tls is off" in warned[0]
+    assert not client.connected

@@ -25,6 +25,8 @@ Assistant knows an entity before the first event for it arrives.
 from __future__ import annotations
 
 import logging
+import ssl
+import sys
 import threading
 import time
 from collections import Counter
@@ -56,6 +58,8 @@ BRIEF_S = 5.0
 """A connection the broker ends sooner than this after accepting it counts as brief."""
 BRIEF_IN_A_ROW = 3
 """This many brief connections in a row: most likely another client holds the same client id."""
+_CUT_IN_HANDSHAKE = (ssl.SSLError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+"""Failures of a TLS connect once TCP is up: the peer spoke no TLS, or closed on our ClientHello."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ class MqttClient:
         self._refusals = 0
         """Refusals in a row with ``_refused_reason`` (bad credentials…), for the log's pace."""
         self._refused_reason = ""
+        self._answered = False
+        """The broker answered this connection's CONNECT (accepted or refused)."""
+        self._unanswered = 0
+        """Connections in a row the broker closed before answering CONNECT, for the log's pace."""
         self._handlers: list[_Subscription] = []
         self._listeners: list[Callable[[], None]] = []
         self._counts = dict.fromkeys(
@@ -381,6 +389,8 @@ class MqttClient:
     # ------------------------------------------------------------------ paho callbacks (paho's thread)
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        self._answered = True
+        self._unanswered = 0
         if reason.is_failure:
             # Bad credentials are refused on every retry, for ever: warn on the first refusal and on
             # a new reason, the repeats sparsely (one line per 30 s backoff was ~2,880 a day).
@@ -431,8 +441,20 @@ class MqttClient:
         self._attempt_ended()
         self._count("connect_failures")
         delay = self._next_delay()
-        log.log(logging.WARNING if self._backoff.failures == 1 else logging.DEBUG,
-                "broker %s:%d unreachable; retrying in %.2f s", self.config.host, self.config.port, delay)
+        # paho calls this inside its ``except OSError`` around the connect: the exception at hand says why.
+        log.log(logging.WARNING if self._backoff.failures == 1 else logging.DEBUG, "%s; retrying in %.2f s",
+                self._connect_failure(sys.exception()), delay)
+
+    def _connect_failure(self, exc: BaseException | None) -> str:
+        """Why a connect failed, for the log: a TLS mismatch must not read as a network fault."""
+        where = f"{self.config.host}:{self.config.port}"
+        if not self.config.uses_tls or not isinstance(exc, _CUT_IN_HANDSHAKE):
+            return f"broker {where} unreachable" + (f" ({exc.strerror or exc})" if isinstance(exc, OSError) else "")
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return (f"TLS handshake with {where} failed ({exc.verify_message}): the broker's certificate is not "
+                    "trusted; check [mqtt] ca_file and that mqtt.host is the name it was issued for")
+        why = getattr(exc, "reason", None) or exc.strerror or exc  # SSLError's reason is short (WRONG_VERSION_NUMBER)
+        return f"TLS handshake with {where} failed ({why}): is that port TLS? [mqtt] tls is on"
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
         with self._cond:
@@ -443,6 +465,9 @@ class MqttClient:
             self._cond.notify_all()
         if stopping:
             return
+        answered, self._answered = self._answered, False
+        if not was_connected and not answered:
+            self._unanswered += 1
         if was_connected:
             brief = time.monotonic() - self._connected_at < BRIEF_S
             self._brief = self._brief + 1 if brief else 0
@@ -454,6 +479,13 @@ class MqttClient:
         flapping = self._brief >= BRIEF_IN_A_ROW
         log.log(logging.WARNING if was_connected and not flapping else logging.DEBUG,
                 "disconnected from %s:%d (%s); retrying in %.2f s", self.config.host, self.config.port, reason, delay)
+        if not was_connected and not answered:
+            # TCP got through but the broker closed it on our CONNECT: what a TLS listener does with
+            # plain MQTT (and a plain one with TLS); the network is fine, so the warning says so.
+            hint = ("is that port TLS-only? [mqtt] tls is off (8883 is usual for TLS)" if not self.config.uses_tls
+                    else "is that port TLS? [mqtt] tls is on")
+            log.log(sparse_level(self._unanswered), "broker %s:%d closed the connection without answering CONNECT "
+                    "(%s; %d in a row): %s", self.config.host, self.config.port, reason, self._unanswered, hint)
         if was_connected and flapping:
             log.log(sparse_level(self._brief - BRIEF_IN_A_ROW + 1, every=20),
                     "the broker ended %d connections in a row within %.0f s of accepting them: is another "
