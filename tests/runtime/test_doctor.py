@@ -448,3 +448,106 @@ def test_a_file_source_is_opened_as_the_daemon_opens_it(tmp_path: Path) -> None:
     assert bad.status is CheckStatus.FAIL and "channel 1 requested" in bad.message and "1 channel(s)" in bad.message
     wav.write_text("not a wav\n")
     assert capture("").status is CheckStatus.FAIL
+
+
+def voiced_doctor(config: Path) -> subprocess.CompletedProcess[str]:
+    """``voiced doctor`` as a user runs it, in its own process."""
+    return subprocess.run([sys.executable, "-m", "voiced.doctor", "--config", str(config), "--profile", "x86-64",
+                           "--no-load"], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def wyoming_config(path: Path, uri: str, broker: tuple[str, int]) -> Path:
+    path.write_text(f'[audio]\nsource = "none"\n[vad]\nkind = "energy"\n[mqtt]\nhost = "{broker[0]}"\n'
+                    f'port = {broker[1]}\n[wyoming]\nuri = "{uri}"\n')
+    return path
+
+
+def test_a_wyoming_port_in_use_fails_and_a_free_one_is_ok(tmp_path: Path, broker: tuple[str, int]) -> None:
+    """A port another server holds (a voiced already running, wyoming-satellite) showed only when the
+    daemon failed its start; doctor did not look at [wyoming] uri."""
+    from tests.support import free_port
+
+    config = tmp_path / "voiced.toml"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        held = holder.getsockname()[1]
+        proc = voiced_doctor(wyoming_config(config, f"tcp://127.0.0.1:{held}", broker))
+    out = proc.stdout
+    assert f"[FAIL] wyoming.uri: port {held} is in use (another voiced or Wyoming service running?)" in out, \
+        out + proc.stderr
+    assert f"fix: stop the other server (ss -ltnp 'sport = :{held}' names it)" in out
+    assert proc.returncode == 1 and "[FAIL]" not in out.replace("[FAIL] wyoming.uri", ""), out
+    free = free_port()
+    proc = voiced_doctor(wyoming_config(config, f"tcp://127.0.0.1:{free}", broker))
+    assert f"[ ok ] wyoming.uri: tcp://127.0.0.1:{free}: free to listen on" in proc.stdout, proc.stdout + proc.stderr
+    assert "[FAIL]" not in proc.stdout and proc.returncode == 0, proc.stdout
+
+
+def test_a_wyoming_address_not_of_this_host_is_a_warning(tmp_path: Path) -> None:
+    """The daemon waits for such an address (a DHCP lease after boot), so it is no failure; 192.0.2.1
+    (TEST-NET-1) is nobody's address."""
+    config = tmp_path / "voiced.toml"
+    config.write_text('[wyoming]\nuri = "tcp://192.0.2.1:10700"\n')
+    check = by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["wyoming.uri"]
+    assert check.status is CheckStatus.WARN, check
+    assert check.message.startswith("192.0.2.1 is not an address of this host"), check
+
+
+def test_a_wyoming_unix_socket_a_server_listens_on_fails_and_a_stale_one_is_ok(tmp_path: Path) -> None:
+    """A live socket means a server runs there (the daemon refuses to take it over); one left by a
+    run that ended is replaced at start."""
+    path = tmp_path / "run" / "wyoming.sock"
+    config = tmp_path / "voiced.toml"
+    config.write_text(f'[wyoming]\nuri = "unix://{path}"\n')
+
+    def check() -> Check:
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["wyoming.uri"]
+
+    fresh = check()  # the daemon makes the directory
+    assert fresh.status is CheckStatus.OK and f"{tmp_path} writable" in fresh.message, fresh
+    path.parent.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(1)
+        live = check()
+    assert live.status is CheckStatus.FAIL, live
+    assert live.message == f"a server listens on {path} (another voiced or Wyoming service running?)"
+    stale = check()  # the server closed; its socket file stays
+    assert path.exists() and stale.status is CheckStatus.OK and "left by an earlier run" in stale.message, stale
+
+
+def test_a_tls_setup_against_a_plain_broker_port_fails_with_the_handshake_not_unreachable(tmp_path: Path) -> None:
+    """[mqtt] tls on against mosquitto's plain listener: doctor said "accepts TCP connections" and the
+    daemon then failed every connect. The handshake is tried, and its failure names the setting;
+    against the TLS listener it passes."""
+    from tests.mqtt.conftest import MOSQUITTO, Broker
+    from tests.support import free_port, make_certificates
+
+    if MOSQUITTO is None:
+        pytest.skip("the mosquitto binary is absent (apt-get install mosquitto)")
+    make_certificates(tmp_path)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "tls").mkdir()
+    plain, secure = Broker(tmp_path / "plain", free_port()), Broker(tmp_path / "tls", free_port())
+    secure.conf.write_text(secure.conf.read_text() + f"cafile {tmp_path / 'ca.crt'}\n"
+                           f"certfile {tmp_path / 'server.crt'}\nkeyfile {tmp_path / 'server.key'}\n")
+    config = tmp_path / "voiced.toml"
+
+    def broker_check(broker: Broker) -> Check:
+        config.write_text(f'[mqtt]\nhost = "{broker.host}"\nport = {broker.port}\nca_file = "{tmp_path / "ca.crt"}"\n')
+        return by_name(run_checks(config, DoctorOptions(profile="x86-64", load_models=False)))["broker"]
+
+    try:
+        plain.start()
+        secure.start()
+        wrong = broker_check(plain)
+        right = broker_check(secure)
+    finally:
+        plain.stop()
+        secure.stop()
+    assert wrong.status is CheckStatus.FAIL, wrong
+    assert wrong.message.startswith(f"TLS handshake with {plain.host}:{plain.port} failed"), wrong
+    assert wrong.message.endswith("is that port TLS? [mqtt] tls is on") and "8883" in (wrong.fix or ""), wrong
+    assert right.status is CheckStatus.OK and "accepts TLS connections" in right.message, right

@@ -5,7 +5,9 @@ file; the capture device and the rates it opens at (and the playback device); mo
 the Piper voice's included (present, loadable, and their checksums when
 ``voiced.models.manifest`` offers ``verify_model_file``); the sounds it plays of its own (a
 satellite's timer bell, the feedback sounds); the
-intents (off, or how many load from where); the broker (a TCP connect); the state directory (writable, and whether its disk takes writes);
+intents (off, or how many load from where); the broker (a TCP connect, and the TLS handshake with ``[mqtt] tls``); whether ``[wyoming] uri``
+is free to listen on (a port in use, an address not this host's, a unix socket's directory and a
+server already there); the state directory (writable, and whether its disk takes writes);
 what Home Assistant set on the device (a microphone switched off there is a warning); the CPU governor;
 and that pinning threads to the hardware profile's cores really takes effect (and SCHED_FIFO
 for capture). Any ``FAIL`` makes the exit code 1. The setup's checks are in ``setup``, the
@@ -13,7 +15,7 @@ machine's in ``machine``.
 
 Independent of the pipeline: it needs only ``audio.source``, ``audio.capture_rate``,
 ``audio.fallback_rate``, ``audio.channels``, ``vad.model``, ``asr.model``, ``intents``,
-``mqtt.host``, ``mqtt.port``, ``mqtt.availability_topic``, ``site.id``, ``daemon.state_dir``,
+``mqtt.host``, ``mqtt.port`` (and its TLS keys), ``mqtt.availability_topic``, ``site.id``, ``daemon.state_dir``,
 ``playback.device``, ``tts.voice`` and
 ``wyoming`` and ``feedback`` of a config object.
 """
@@ -36,6 +38,7 @@ from voiced.doctor.setup import (
     check_models,
     check_sounds,
     check_state,
+    check_wyoming,
     load_config,
 )
 from voiced.runtime.hardware import AUTO as AUTO_PROFILE
@@ -75,7 +78,11 @@ def run_checks(config_path: str | Path | None = None, options: DoctorOptions | N
         checks += check_models(config, options)
         checks += check_sounds(config)
         checks.append(check_intents(config, where))
-        checks.append(check_broker(config.mqtt.host, config.mqtt.port, options.broker_timeout_s, where))
+        mqtt = config.mqtt
+        checks.append(check_broker(mqtt.host, mqtt.port, options.broker_timeout_s, where,
+                                   mqtt.tls_context() if mqtt.uses_tls else None))
+        wyoming = getattr(config, "wyoming", None)
+        checks += check_wyoming(wyoming.uri if wyoming is not None else None, where)
         checks.append(check_state(config.daemon.resolved_state_dir(), config.daemon.resolved_runtime_dir(), where))
         checks.append(check_controls(config.daemon.resolved_state_dir(), config.site.id,
                                      config.mqtt.availability_topic))

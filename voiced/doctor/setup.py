@@ -1,11 +1,14 @@
-"""``voiced doctor``'s checks of the setup: the config file, model files, intents, the broker and the
-state directory."""
+"""``voiced doctor``'s checks of the setup: the config file, model files, intents, the broker, the
+Wyoming server's address and the state directory."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
+import ssl
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,8 @@ from typing import Any
 from voiced.doctor.report import Check, CheckStatus, DoctorOptions
 from voiced.errors import ConfigError, VoicedError
 
-__all__ = ["check_broker", "check_intents", "check_models", "check_sounds", "check_state", "load_config"]
+__all__ = ["check_broker", "check_intents", "check_models", "check_sounds", "check_state", "check_wyoming",
+           "load_config"]
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -260,15 +264,123 @@ def check_intents(config: Any, where: str) -> Check:
 # -- broker ------------------------------------------------------------------------------------
 
 
-def check_broker(host: str, port: int, timeout: float, where: str) -> Check:
+def check_broker(host: str, port: int, timeout: float, where: str, tls: ssl.SSLContext | None = None) -> Check:
+    """A TCP connect to the broker, and with ``tls`` (``[mqtt] tls`` on) the TLS handshake the daemon
+    makes: a plain MQTT port answers TCP, so without it a TLS setup was called fine."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if tls is None:
+                return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TCP connections")
+            try:
+                with tls.wrap_socket(sock, server_hostname=host):
+                    pass  # the handshake is done in wrap_socket, within the connect's timeout
+            except ssl.SSLCertVerificationError as exc:
+                return Check("broker", CheckStatus.FAIL, f"TLS handshake with {host}:{port} failed "
+                             f"({exc.verify_message}): the broker's certificate is not trusted",
+                             f"set mqtt.ca_file in {where} to the CA that signed it, and mqtt.host to the name "
+                             "it was issued for")
+            except (ssl.SSLError, ConnectionError) as exc:
+                why = getattr(exc, "reason", None) or exc.strerror or exc
+                return Check("broker", CheckStatus.FAIL, f"TLS handshake with {host}:{port} failed ({why}): "
+                             "is that port TLS? [mqtt] tls is on",
+                             f"set mqtt.port in {where} to the broker's TLS listener (8883 is usual), or tls = false "
+                             "(and no ca_file / cert_file / key_file) for a plain one")
+            return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TLS connections (certificate verified)")
     except OSError as exc:
         return Check("broker", CheckStatus.FAIL, f"{host}:{port} unreachable ({exc.strerror or exc})",
                      f"start the broker (systemctl status mosquitto) or correct mqtt.host / mqtt.port in {where}; "
                      "voiced keeps retrying, but nothing is published meanwhile")
-    return Check("broker", CheckStatus.OK, f"{host}:{port} accepts TCP connections")
+
+
+# -- wyoming -----------------------------------------------------------------------------------
+
+WYOMING_KEY = "wyoming.uri"
+"""The name of the Wyoming server's check: the key to correct."""
+_PROBE_TIMEOUT_S = 2.0
+"""How long connecting to a socket already at a ``unix://`` path may take."""
+
+
+def check_wyoming(uri: str | None, where: str) -> list[Check]:
+    """Whether the daemon could listen on ``[wyoming] uri`` now: a port another server holds (a
+    voiced already running, wyoming-satellite) otherwise shows only when the daemon fails its start."""
+    from voiced.wyoming.config import Scheme, parse_uri
+
+    if uri is None:
+        return []
+    endpoint = parse_uri(uri)  # valid: the config loaded
+    if endpoint.scheme is Scheme.UNIX:
+        return [_check_wyoming_socket(uri, Path(endpoint.path), where)]
+    return [_check_wyoming_port(uri, endpoint.host, endpoint.port, where)]
+
+
+def _check_wyoming_port(uri: str, host: str, port: int, where: str) -> Check:
+    fix = f"stop the other server (ss -ltnp 'sport = :{port}' names it) or choose another port in [wyoming] uri in {where}"
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return Check(WYOMING_KEY, CheckStatus.FAIL, f"{host} is no address or known host name ({exc.strerror})",
+                     f"correct the host of [wyoming] uri in {where} (0.0.0.0: every address of this host)")
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            # As asyncio's start_server binds (what the daemon does): a port left in TIME_WAIT by a
+            # daemon just stopped is free to it, so it is free here too. Listened on for an instant
+            # and closed at once: a port only bound elsewhere is refused at listen, as it would be.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+                probe.listen(1)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return Check(WYOMING_KEY, CheckStatus.FAIL,
+                                 f"port {port} is in use (another voiced or Wyoming service running?)", fix)
+                if exc.errno == errno.EADDRNOTAVAIL:  # the daemon waits for it (a DHCP lease after boot)
+                    return Check(WYOMING_KEY, CheckStatus.WARN,
+                                 f"{host} is not an address of this host: the daemon serves nothing until it is "
+                                 "assigned", f"use 0.0.0.0 or an address of this host in [wyoming] uri in {where}, "
+                                 "unless that address comes later (DHCP)")
+                return Check(WYOMING_KEY, CheckStatus.FAIL, f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                             f"choose another address or port in [wyoming] uri in {where}")
+    return Check(WYOMING_KEY, CheckStatus.OK, f"{uri}: free to listen on")
+
+
+def _check_wyoming_socket(uri: str, path: Path, where: str) -> Check:
+    fix = f"choose another path in [wyoming] uri in {where}"
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        return Check(WYOMING_KEY, CheckStatus.FAIL, f"cannot look at {path}: {exc.strerror or exc}", fix)
+    if mode is not None and not stat.S_ISSOCK(mode):  # the daemon refuses to remove it
+        kind = "a directory" if stat.S_ISDIR(mode) else "a file"
+        return Check(WYOMING_KEY, CheckStatus.FAIL, f"{path} is {kind}, not a socket", f"remove it or {fix}")
+    if mode is not None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(_PROBE_TIMEOUT_S)
+            try:
+                probe.connect(str(path))
+            except ConnectionRefusedError:
+                pass  # left by a run that ended: the daemon replaces it
+            except OSError as exc:
+                return Check(WYOMING_KEY, CheckStatus.WARN,
+                             f"cannot tell whether a server listens on {path}: {exc.strerror or exc}", fix)
+            else:
+                return Check(WYOMING_KEY, CheckStatus.FAIL,
+                             f"a server listens on {path} (another voiced or Wyoming service running?)",
+                             f"stop it or {fix}")
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not existing.is_dir():
+        return Check(WYOMING_KEY, CheckStatus.FAIL, f"{existing} is a file, not a directory: no socket can be made "
+                     f"at {path}", fix)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        made = "" if existing == path.parent else f" (to make {path.parent})"
+        return Check(WYOMING_KEY, CheckStatus.FAIL, f"{existing} is not writable{made}: the socket cannot be made",
+                     f"give the service user the directory (systemd RuntimeDirectory=voiced) or {fix}")
+    made = "" if existing == path.parent else f" (the daemon makes {path.parent})"
+    stale = " (a socket left by an earlier run is there: the daemon replaces it)" if mode is not None else ""
+    return Check(WYOMING_KEY, CheckStatus.OK, f"{uri}: {existing} writable{made}{stale}")
 
 
 # -- state -------------------------------------------------------------------------------------
