@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from rhasspyhermes.dialogue import (
@@ -105,10 +106,29 @@ device = "spk"
             _publish(broker, DialogueEndSession(session_id="not-ours", text="Wrong room."))
             _publish(broker, DialogueEndSession(session_id=ask, text="Done."))
             quiet_after(4)
+            # a question nobody answers ends with reason timeout ([wake] timeout_s): the device does not
+            # go on listening without a wake word (a television would become the answer)
+            _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=False, text="Are you there?"),
+                                                  site_id="kitchen", custom_data="cd-t"))
+            [raw] = sub.wait_count(4, "hermes/dialogueManager/sessionEnded")[3:]
+            timed_out = DialogueSessionEnded.from_dict(json.loads(raw))
+            assert timed_out.termination.reason.value == "timeout" and timed_out.custom_data == "cd-t"
+            # the app ends a session still listening: it ends then, and what is said after is not heard
+            _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=False, text="Which light?"),
+                                                  site_id="kitchen", custom_data="cd-e"))
+            quiet_after(6)
+            [raw] = sub.payloads("hermes/dialogueManager/sessionStarted")[-1:]
+            _publish(broker, DialogueEndSession(session_id=json.loads(raw)["sessionId"], custom_data="cd-e2"))
+            [raw] = sub.wait_count(5, "hermes/dialogueManager/sessionEnded")[4:]
+            ended = DialogueSessionEnded.from_dict(json.loads(raw))
+            assert ended.termination.reason.value == "nominal" and ended.custom_data == "cd-e2"
+            room.say(command)
+            time.sleep(len(command) / 16000 + 3)  # nothing may come of it: the time it takes to be heard
     finally:
         room.stop.set()
     starts = [DialogueSessionStarted.from_dict(json.loads(p)) for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
     ends = [DialogueSessionEnded.from_dict(json.loads(p)) for p in sub.payloads("hermes/dialogueManager/sessionEnded")]
     # every end had its start; nothing was heard but the two answers (no wake word, no echo of the prompts)
     assert [s.session_id for s in starts] == [e.session_id for e in ends]
-    assert said() == 4 and len(sub.payloads("hermes/asr/textCaptured")) == 2
+    assert said() == 6 and len(sub.payloads("hermes/asr/textCaptured")) == 2
+    assert len(sub.payloads("hermes/intent/HassTurnOn")) == 2

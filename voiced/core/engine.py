@@ -227,6 +227,12 @@ class Core:
         """hermes/asr/startListening: hear the next utterance(s) in ``request``'s session."""
         self.requests.open(request)
 
+    def end_session(self, session_id: str) -> None:
+        """An app ended ``session_id`` (hermes endSession): what listens for it stops, unanswered."""
+        self.requests.cancel(session_id)
+        if self.wake.session == session_id:
+            self.wake.session = None  # read on the listen thread: no utterance of it will begin
+
     def stop_listening(self, session_id: str | None = None) -> bool:
         """hermes/asr/stopListening: end the open request (of ``session_id``; None: whichever);
         False if there was none. See ``listen_requests``."""
@@ -354,6 +360,7 @@ class Core:
                     # audio is missing (dropped while we lagged, or muted): close what was open
                     events = list(self.listener.finish(expected))
                 self.counters.add("windows")
+                self.requests.expire(item.end - item.start)
                 for tap in tuple(self._taps):
                     tap(item)
                 self.wake.process(item)
@@ -416,8 +423,8 @@ class Core:
                                          ev.result.from_templates))
         elif ev.type is ListenEventType.SPEECH_END:
             self._emit(SpeechEnded(session, ev.end))
-            if self.mode is ListenMode.WAKE:
-                self.wake.session = None  # one utterance per wake word
+            if self.mode is ListenMode.WAKE and session == self.wake.session:
+                self.wake.session = None  # one utterance per wake word (a request's utterance was not its)
         elif ev.type is ListenEventType.FINAL:
             self._on_final(ev, session)
 

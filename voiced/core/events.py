@@ -88,6 +88,9 @@ class ListenRequest:
     continueSession): its utterance gets an intent and ends the session, as any of the core's own."""
     custom_data: str | None = None
     """Opaque to the core: handed back on the utterance's intent events."""
+    timeout_s: float | None = None
+    """The request ends (a dialogue's session with reason timeout) when no speech has begun within
+    this many seconds of audio heard while it is open (our own speech not counted); None: never."""
 
     @property
     def callers_session(self) -> bool:

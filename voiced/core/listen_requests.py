@@ -46,14 +46,26 @@ class ListenRequests:
         self.hearing: ListenRequest | None = None
         """The request in force when the utterance being heard began (listen thread)."""
         self._answering: ListenRequest | None = None  # the stopped request whose last utterance ends now
+        self._waited = 0.0  # seconds of audio the open request has heard without speech beginning
 
     # -- any thread ---------------------------------------------------------------------------
 
     def open(self, request: ListenRequest) -> None:
         with self._lock:
-            if self._open is not None:  # replaced: answered as stopped now, not left waiting for ever
-                self._stopped.append(self._open)
-            self._open, self._fresh = request, True
+            old = self._open
+            # replaced: answered as stopped now, not left waiting for ever (its own session continued
+            # by a dialogue's next turn is not another request: nothing to answer)
+            if old is not None and (old.session_id is None or old.session_id != request.session_id):
+                self._stopped.append(old)
+            self._open, self._fresh, self._waited = request, True, 0.0
+
+    def cancel(self, session_id: str) -> bool:
+        """Drop the open request of ``session_id`` unanswered (its session ended otherwise)."""
+        with self._lock:
+            if self._open is None or self._open.session_id != session_id:
+                return False
+            self._open = None
+            return True
 
     def close(self, session_id: str | None = None) -> bool:
         """stopListening: True if it closed the open request (``session_id`` None: whichever it is)."""
@@ -108,6 +120,21 @@ class ListenRequests:
                 return False  # answered already (a late cloud transcript): out on its own
             self._held.setdefault(id(request), []).append(transcript)
         return True
+
+    def expire(self, seconds: float) -> None:
+        """A window of ``seconds`` was heard (listen thread): an open request with a timeout that
+        has heard that long without speech beginning ends, a dialogue's session with reason timeout."""
+        with self._lock:
+            request = self._open
+            if request is None or request.timeout_s is None or self.hearing is not None:
+                return
+            self._waited += seconds
+            if self._waited < request.timeout_s:
+                return
+            self._open = None
+        self.core.counters.add("listen_timeouts")
+        if not request.callers_session:
+            self.core._emit(SessionEnded(request.session_id or str(uuid.uuid4()), SessionReason.TIMEOUT))
 
     def answer_stop(self, at: float) -> None:
         """Answer the requests closed since the last call: an utterance of theirs under way ends at

@@ -248,8 +248,12 @@ class HermesAdapter:
                                       lang=self._sessions.of(session_id)[1])
 
     def _end_session(self, session_id: str, reason: hermes.TerminationReason) -> None:
-        if self._started.end(session_id):  # ended before anything was heard: a wake word's timeout,
-            self._publish(self._session_started(session_id))  # a request stopped in silence
+        unstarted = self._started.end(session_id)
+        if unstarted is None:  # ended already (an app ended it while its utterance was being heard)
+            log.debug("session %s ended already: no second sessionEnded (%s)", session_id, reason.value)
+            return
+        if unstarted:  # ended before anything was heard: a wake word's timeout, a request stopped in silence
+            self._publish(self._session_started(session_id))
         self._publish(hermes.session_ended(self.site_id, session_id, reason, self._own.custom_data(session_id)))
 
     def _custom_data(self, u: Utterance) -> str | None:
@@ -375,6 +379,7 @@ class HermesAdapter:
         self._own.add(cont.session_id, cont.custom_data)
         if cont.lang is not None:
             self._sessions.tag(cont.session_id, self._sessions.of(cont.session_id)[0], cont.lang)
+        self._start_session(cont.session_id)  # open again from now: its timeout or its answer ends it
         self._turn(cont.text, _Turn(cont.session_id, self._listen_request(cont.session_id, cont.intent_filter)))
 
     def _on_end_session(self, topic: str, payload: bytes) -> None:
@@ -382,12 +387,18 @@ class HermesAdapter:
         if end.session_id not in self._own:
             log.debug("endSession for session %s, not one of ours: ignored", end.session_id)
             return
-        # voiced ends its sessions with their intent: the app's last word is said, its end was sent
         self._own.add(end.session_id, end.custom_data)
+        if end.session_id in self._started:  # still listening (a question, a wake word): it ends now, unanswered
+            self.core.end_session(end.session_id)
+            self._end_session(end.session_id, hermes.TerminationReason.NOMINAL)
+        # else voiced ended it with its intent, before the app's reply: the app's last word is said
         self._turn(end.text, _Turn(end.session_id))
 
     def _listen_request(self, session_id: str, intent_filter: tuple[str, ...] | None) -> ListenRequest:
-        return ListenRequest(session_id, intent_filter, dialogue=True, custom_data=self._own.custom_data(session_id))
+        # the answer has as long to begin as a command after a wake word: a question nobody answers
+        # must not leave the device listening (a television would become the answer)
+        return ListenRequest(session_id, intent_filter, dialogue=True, custom_data=self._own.custom_data(session_id),
+                             timeout_s=self.config.wake.timeout_s)
 
     def _turn(self, text: str | None, turn: _Turn) -> None:
         """Say ``text`` (when there is a voice), then what ``turn`` says follows."""

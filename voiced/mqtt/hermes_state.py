@@ -67,27 +67,38 @@ class SessionTags:
 
 
 class StartedSessions:
-    """voiced's own sessions whose ``sessionStarted`` is out (the most recent ``MAX_SESSIONS``), so
-    each gets exactly one, ahead of its ``sessionEnded``, whichever of its events comes first."""
+    """Where voiced's own sessions stand (the most recent ``MAX_SESSIONS``): each gets exactly one
+    ``sessionStarted`` ahead of its ``sessionEnded``, whichever of its events comes first, and one
+    ``sessionEnded``; a session an app continues after its end starts again."""
 
     def __init__(self) -> None:
-        self._started: OrderedDict[str, None] = OrderedDict()
+        self._open: OrderedDict[str, bool] = OrderedDict()  # session → started and not yet ended
+
+    def __contains__(self, session_id: object) -> bool:
+        """Started and not ended."""
+        return self._open.get(session_id) is True  # type: ignore[call-overload]
 
     def start(self, session_id: str) -> bool:
-        """Mark ``session_id`` started; True if it was not yet (its sessionStarted is due now)."""
-        if session_id in self._started:
+        """Mark ``session_id`` started; True if it was not open (its sessionStarted is due now)."""
+        if self._open.get(session_id) is True:
             return False
-        self._started[session_id] = None
-        while len(self._started) > MAX_SESSIONS:
-            self._started.popitem(last=False)
+        self._open[session_id] = True
+        self._open.move_to_end(session_id)
+        while len(self._open) > MAX_SESSIONS:
+            self._open.popitem(last=False)
         return True
 
-    def end(self, session_id: str) -> bool:
-        """Forget ``session_id``; True if it had never started (its sessionStarted is due first)."""
-        if session_id in self._started:
-            del self._started[session_id]
-            return False
-        return True
+    def end(self, session_id: str) -> bool | None:
+        """Mark ``session_id`` ended: True if it had never started (its sessionStarted is due first),
+        False if it was open, None if it has ended already (nothing is due)."""
+        state = self._open.get(session_id)
+        if state is False:
+            return None
+        self._open[session_id] = False
+        self._open.move_to_end(session_id)
+        while len(self._open) > MAX_SESSIONS:
+            self._open.popitem(last=False)
+        return state is None
 
 
 class OwnSessions:
