@@ -10,7 +10,6 @@ The intervals are shortened; the loops are the real ones.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import subprocess
@@ -21,10 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from wyoming.client import AsyncClient
-from wyoming.info import Describe, Info
+from wyoming.info import Info
 
 from tests.support import wait_until
+from tests.wyoming.test_discovery import _describe
 from voiced.config import Config
 from voiced.core import Core
 from voiced.runtime.backoff import BackoffPolicy
@@ -154,19 +153,6 @@ def _announced(interface: str, timeout_ms: int = 1000) -> str | None:
 
 def _logged(records: list[logging.LogRecord], text: str, level: int = logging.DEBUG) -> int:
     return sum(1 for r in records if text in r.getMessage() and r.levelno >= level)
-
-
-def _describe(uri: str) -> Info:
-    async def go() -> Info:
-        client = AsyncClient.from_uri(uri)
-        await client.connect()
-        await client.write_event(Describe().event())
-        event = await client.read_event()
-        await client.disconnect()
-        assert event is not None
-        return Info.from_event(event)
-
-    return asyncio.run(asyncio.wait_for(go(), 30))
 
 
 SCENARIOS = {f.__name__: f for f in (boot_before_the_router, zeroconf_host_assigned_late, uri_address_assigned_late)}
