@@ -18,6 +18,7 @@ from rhasspyhermes.dialogue import (
     DialogueAction,
     DialogueContinueSession,
     DialogueEndSession,
+    DialogueIntentNotRecognized,
     DialogueNotification,
     DialogueSessionEnded,
     DialogueSessionStarted,
@@ -102,24 +103,37 @@ device = "spk"
             again = NluIntent.from_dict(json.loads(raw))
             assert again.session_id == ask and again.custom_data == "cd-c"
             sub.wait_count(3, "hermes/dialogueManager/sessionEnded")
-            # a session not of this device (another satellite's) is left alone; the app's last word is said
+            # an answer no intent of the filter matches, and the app asked to be told: told, the session open
+            _publish(broker, DialogueContinueSession(session_id=ask, text="Which one?", intent_filter=["HassTurnOff"],
+                                                     send_intent_not_recognized=True))
+            quiet_after(4)
+            room.say(command)
+            [raw] = sub.wait_count(1, "hermes/dialogueManager/intentNotRecognized")
+            unrecognized = DialogueIntentNotRecognized.from_dict(json.loads(raw))
+            assert unrecognized.session_id == ask and unrecognized.custom_data == "cd-c"
+            assert "kitchen light" in unrecognized.input.lower()
+            # a session not of this device (another satellite's) is left alone; the app's last word is
+            # said, and ends the session it kept open
             _publish(broker, DialogueEndSession(session_id="not-ours", text="Wrong room."))
             _publish(broker, DialogueEndSession(session_id=ask, text="Done."))
-            quiet_after(4)
+            [raw] = sub.wait_count(4, "hermes/dialogueManager/sessionEnded")[3:]
+            done = DialogueSessionEnded.from_dict(json.loads(raw))
+            assert done.session_id == ask and done.termination.reason.value == "nominal"
+            quiet_after(5)
             # a question nobody answers ends with reason timeout ([wake] timeout_s): the device does not
             # go on listening without a wake word (a television would become the answer)
             _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=False, text="Are you there?"),
                                                   site_id="kitchen", custom_data="cd-t"))
-            [raw] = sub.wait_count(4, "hermes/dialogueManager/sessionEnded")[3:]
+            [raw] = sub.wait_count(5, "hermes/dialogueManager/sessionEnded")[4:]
             timed_out = DialogueSessionEnded.from_dict(json.loads(raw))
             assert timed_out.termination.reason.value == "timeout" and timed_out.custom_data == "cd-t"
             # the app ends a session still listening: it ends then, and what is said after is not heard
             _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=False, text="Which light?"),
                                                   site_id="kitchen", custom_data="cd-e"))
-            quiet_after(6)
+            quiet_after(7)
             [raw] = sub.payloads("hermes/dialogueManager/sessionStarted")[-1:]
             _publish(broker, DialogueEndSession(session_id=json.loads(raw)["sessionId"], custom_data="cd-e2"))
-            [raw] = sub.wait_count(5, "hermes/dialogueManager/sessionEnded")[4:]
+            [raw] = sub.wait_count(6, "hermes/dialogueManager/sessionEnded")[5:]
             ended = DialogueSessionEnded.from_dict(json.loads(raw))
             assert ended.termination.reason.value == "nominal" and ended.custom_data == "cd-e2"
             room.say(command)
@@ -130,5 +144,5 @@ device = "spk"
     ends = [DialogueSessionEnded.from_dict(json.loads(p)) for p in sub.payloads("hermes/dialogueManager/sessionEnded")]
     # every end had its start; nothing was heard but the two answers (no wake word, no echo of the prompts)
     assert [s.session_id for s in starts] == [e.session_id for e in ends]
-    assert said() == 6 and len(sub.payloads("hermes/asr/textCaptured")) == 2
+    assert said() == 7 and len(sub.payloads("hermes/asr/textCaptured")) == 3
     assert len(sub.payloads("hermes/intent/HassTurnOn")) == 2

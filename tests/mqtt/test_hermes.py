@@ -234,6 +234,8 @@ def test_dialogue_messages_parse_as_rhasspyhermes_writes_them() -> None:
     cont = hermes.parse_continue_session(DialogueContinueSession(session_id="s", text="And?", intent_filter=["B"],
                                                                  custom_data="c2").payload())
     assert cont == hermes.ContinueSession("s", "And?", ("B",), "c2")
+    told = DialogueContinueSession(session_id="s", send_intent_not_recognized=True).payload()
+    assert hermes.parse_continue_session(told).send_intent_not_recognized and not cont.send_intent_not_recognized
     assert hermes.parse_end_session(DialogueEndSession(session_id="s", text="Done.").payload()) == \
         hermes.EndSession("s", "Done.")
     with pytest.raises(MalformedMessage, match="'init' is missing"):

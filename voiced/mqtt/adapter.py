@@ -222,7 +222,11 @@ class HermesAdapter:
         elif isinstance(ev, IntentNotRecognized):
             u = ev.utterance
             self._publish(hermes.intent_not_recognized(u.text, site, u.session_id, u.request_id, self._custom_data(u)))
+            if u.from_speech and u.session_id is not None and self._own.keeps_open_unrecognized(u.session_id):
+                self._publish(hermes.dialogue_intent_not_recognized(site, u.session_id, u.text, self._custom_data(u)))
         elif isinstance(ev, SessionEnded):
+            if ev.reason is SessionReason.INTENT_NOT_RECOGNIZED and self._own.keeps_open_unrecognized(ev.session_id):
+                return  # the app was told (dialogueManager/intentNotRecognized): it continues or ends the session
             self._end_session(ev.session_id, _REASONS[ev.reason])
         elif isinstance(ev, WakeDetected):
             d = ev.detection
@@ -366,6 +370,7 @@ class HermesAdapter:
         if start.lang is not None:
             self._sessions.tag(session, None, start.lang)
         self._start_session(session)
+        self._own.keep_open_unrecognized(session, start.send_intent_not_recognized)
         if start.kind is hermes.SessionKind.NOTIFICATION:
             self._turn(start.text, _Turn(session, end=True))
         else:
@@ -380,6 +385,7 @@ class HermesAdapter:
         if cont.lang is not None:
             self._sessions.tag(cont.session_id, self._sessions.of(cont.session_id)[0], cont.lang)
         self._start_session(cont.session_id)  # open again from now: its timeout or its answer ends it
+        self._own.keep_open_unrecognized(cont.session_id, cont.send_intent_not_recognized)
         self._turn(cont.text, _Turn(cont.session_id, self._listen_request(cont.session_id, cont.intent_filter)))
 
     def _on_end_session(self, topic: str, payload: bytes) -> None:

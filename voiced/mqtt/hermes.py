@@ -40,6 +40,7 @@ from voiced.mqtt.hermes_out import (
     HermesMessage,
     TerminationReason,
     audio_play_error,
+    dialogue_intent_not_recognized,
     hotword_detected,
     intent_not_recognized,
     nlu_intent,
@@ -67,7 +68,7 @@ from voiced.mqtt.hermes_topics import (
 
 __all__ = [
     "DEFAULT_SITE", "AsrToggle", "AsrToken", "ContinueSession", "EndSession", "HermesMessage", "MalformedMessage", "NluQuery", "ReplyAddress", "StartListening",
-    "SessionKind", "StartSession", "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "audio_play_error", "for_site", "hotword_detected",
+    "SessionKind", "StartSession", "StopListening", "TerminationReason", "Topic", "TtsSay", "audio_captured_topic", "audio_play_error", "dialogue_intent_not_recognized", "for_site", "hotword_detected",
     "hotword_detected_topic", "intent_name_from_topic",
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_continue_session", "parse_end_session",
     "parse_message", "parse_start_session", "parse_nlu_query", "parse_start_listening",

@@ -77,6 +77,8 @@ class StartSession:
     intent_filter: tuple[str, ...] | None = None
     custom_data: str | None = None
     lang: str | None = None
+    send_intent_not_recognized: bool = False
+    """An answer no intent matches is told on dialogueManager/intentNotRecognized, the session kept open."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class ContinueSession:
     intent_filter: tuple[str, ...] | None = None
     custom_data: str | None = None
     lang: str | None = None
+    send_intent_not_recognized: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,14 +269,16 @@ def parse_start_session(payload: bytes | str) -> StartSession:
     if kind not in tuple(SessionKind):
         raise MalformedMessage(f"init.type must be one of {', '.join(SessionKind)}, got {kind!r}")
     return StartSession(kind=SessionKind(kind), text=init.text("text"), site_id=r.site(),
-                        intent_filter=init.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"))
+                        intent_filter=init.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"),
+                        send_intent_not_recognized=init.flag("sendIntentNotRecognized", False))
 
 
 def parse_continue_session(payload: bytes | str) -> ContinueSession:
     """Parse ``hermes/dialogueManager/continueSession`` (``sessionId`` required)."""
     r = _Reader(payload)
     return ContinueSession(session_id=r.text("sessionId", required=True), text=r.text("text"),
-                           intent_filter=r.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"))
+                           intent_filter=r.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"),
+                           send_intent_not_recognized=r.flag("sendIntentNotRecognized", False))
 
 
 def parse_end_session(payload: bytes | str) -> EndSession:

@@ -17,7 +17,8 @@ from voiced.intents import Intent, SlotKind
 from voiced.mqtt.hermes_topics import Topic, hotword_detected_topic, intent_topic, play_finished_topic
 
 __all__ = [
-    "AsrToken", "HermesMessage", "TerminationReason", "audio_play_error", "hotword_detected", "intent_not_recognized",
+    "AsrToken", "HermesMessage", "TerminationReason", "audio_play_error", "dialogue_intent_not_recognized",
+    "hotword_detected", "intent_not_recognized",
     "nlu_intent", "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
     "text_captured", "tokens_from_text", "tts_error",
 ]
@@ -263,3 +264,11 @@ def audio_play_error(error: str, site_id: str, request_id: str | None = None,
 
 def _error(error: str, site_id: str, context: str | None, session_id: str | None) -> dict[str, object]:
     return {"error": error, "siteId": site_id, "context": context, "sessionId": session_id}
+
+
+def dialogue_intent_not_recognized(site_id: str, session_id: str, text: str,
+                                   custom_data: str | None = None) -> HermesMessage:
+    """``hermes/dialogueManager/intentNotRecognized``: a session whose app asked for it
+    (``sendIntentNotRecognized``) heard an answer no intent matches, and stays open."""
+    return HermesMessage(Topic.DIALOGUE_INTENT_NOT_RECOGNIZED,
+                         {"sessionId": session_id, "siteId": site_id, "input": text, "customData": custom_data})

@@ -108,6 +108,7 @@ class OwnSessions:
 
     def __init__(self) -> None:
         self._data: OrderedDict[str, str | None] = OrderedDict()
+        self._keep_open: set[str] = set()
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._data
@@ -123,3 +124,15 @@ class OwnSessions:
 
     def custom_data(self, session_id: str | None) -> str | None:
         return self._data.get(session_id) if session_id is not None else None
+
+    def keep_open_unrecognized(self, session_id: str, keep: bool) -> None:
+        """Whether the app asked ``session_id``'s turn to be told of an answer no intent matches
+        (``sendIntentNotRecognized``) instead of the session ending."""
+        if keep:
+            self._keep_open.add(session_id)
+        else:
+            self._keep_open.discard(session_id)
+        self._keep_open &= self._data.keys()  # bounded with the sessions
+
+    def keeps_open_unrecognized(self, session_id: str | None) -> bool:
+        return session_id in self._keep_open

@@ -36,6 +36,7 @@ class Topic(StrEnum):
     START_SESSION = "hermes/dialogueManager/startSession"
     CONTINUE_SESSION = "hermes/dialogueManager/continueSession"
     END_SESSION = "hermes/dialogueManager/endSession"
+    DIALOGUE_INTENT_NOT_RECOGNIZED = "hermes/dialogueManager/intentNotRecognized"
     TTS_SAY = "hermes/tts/say"
     TTS_SAY_FINISHED = "hermes/tts/sayFinished"
     PLAY_BYTES_ALL = "hermes/audioServer/+/playBytes/+"
