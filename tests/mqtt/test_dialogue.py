@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from rhasspyhermes.dialogue import (
@@ -21,6 +20,7 @@ from rhasspyhermes.dialogue import (
     DialogueIntentNotRecognized,
     DialogueNotification,
     DialogueSessionEnded,
+    DialogueSessionQueued,
     DialogueSessionStarted,
     DialogueStartSession,
 )
@@ -132,17 +132,34 @@ device = "spk"
                                                   site_id="kitchen", custom_data="cd-e"))
             quiet_after(7)
             [raw] = sub.payloads("hermes/dialogueManager/sessionStarted")[-1:]
-            _publish(broker, DialogueEndSession(session_id=json.loads(raw)["sessionId"], custom_data="cd-e2"))
+            listening = json.loads(raw)["sessionId"]
+            # one question at a time: another app's, enqueueable, waits (sessionQueued); one that is not is dropped
+            _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=True, text="And the porch?"),
+                                                  site_id="kitchen", custom_data="cd-q"))
+            _publish(broker, DialogueStartSession(init=DialogueAction(can_be_enqueued=False, text="Dropped."),
+                                                  site_id="kitchen", custom_data="cd-x"))
+            [raw] = sub.wait_count(1, "hermes/dialogueManager/sessionQueued")
+            queued = DialogueSessionQueued.from_dict(json.loads(raw))
+            assert queued.custom_data == "cd-q" and queued.site_id == "kitchen"
+            _publish(broker, DialogueEndSession(session_id=listening, custom_data="cd-e2"))
             [raw] = sub.wait_count(6, "hermes/dialogueManager/sessionEnded")[5:]
             ended = DialogueSessionEnded.from_dict(json.loads(raw))
-            assert ended.termination.reason.value == "nominal" and ended.custom_data == "cd-e2"
+            assert ended.session_id == listening and ended.termination.reason.value == "nominal"
+            assert ended.custom_data == "cd-e2"
+            # the device is free: the queued question is asked, and the answer is its (not the ended one's)
+            quiet_after(8)
             room.say(command)
-            time.sleep(len(command) / 16000 + 3)  # nothing may come of it: the time it takes to be heard
+            [raw] = sub.wait_count(3, "hermes/intent/HassTurnOn")[2:]
+            answered = NluIntent.from_dict(json.loads(raw))
+            assert answered.session_id == queued.session_id and answered.custom_data == "cd-q"
+            sub.wait_count(7, "hermes/dialogueManager/sessionEnded")
     finally:
         room.stop.set()
     starts = [DialogueSessionStarted.from_dict(json.loads(p)) for p in sub.payloads("hermes/dialogueManager/sessionStarted")]
     ends = [DialogueSessionEnded.from_dict(json.loads(p)) for p in sub.payloads("hermes/dialogueManager/sessionEnded")]
     # every end had its start; nothing was heard but the two answers (no wake word, no echo of the prompts)
     assert [s.session_id for s in starts] == [e.session_id for e in ends]
-    assert said() == 7 and len(sub.payloads("hermes/asr/textCaptured")) == 3
-    assert len(sub.payloads("hermes/intent/HassTurnOn")) == 2
+    assert said() == 8 and len(sub.payloads("hermes/asr/textCaptured")) == 4
+    assert len(sub.payloads("hermes/intent/HassTurnOn")) == 3
+    assert all(json.loads(p).get("customData") != "cd-x" for t, p, _ in sub.messages  # the dropped one: nothing
+               if t != "hermes/dialogueManager/startSession")

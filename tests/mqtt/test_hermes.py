@@ -228,7 +228,8 @@ def test_dialogue_messages_parse_as_rhasspyhermes_writes_them() -> None:
     action = DialogueStartSession(init=DialogueAction(can_be_enqueued=True, text="Which room?", intent_filter=["A"]),
                                   site_id="kitchen", custom_data="cd", lang="en")
     start = hermes.parse_message(Topic.START_SESSION, action.payload())
-    assert start == hermes.StartSession(hermes.SessionKind.ACTION, "Which room?", "kitchen", ("A",), "cd", "en")
+    assert start == hermes.StartSession(hermes.SessionKind.ACTION, "Which room?", "kitchen", ("A",), "cd", "en",
+                                        can_be_enqueued=True)
     note = hermes.parse_start_session(DialogueStartSession(init=DialogueNotification(text="Hi")).payload())
     assert note.kind is hermes.SessionKind.NOTIFICATION and note.text == "Hi" and note.site_id == "default"
     cont = hermes.parse_continue_session(DialogueContinueSession(session_id="s", text="And?", intent_filter=["B"],

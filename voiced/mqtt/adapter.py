@@ -8,8 +8,10 @@ is away.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,6 +88,10 @@ class _Notify:
 _NOTIFY = _Notify()
 
 
+MAX_QUEUED_SESSIONS = 8
+"""Apps' questions waiting for the open session; more are dropped (logged, counted)."""
+
+
 @dataclass(frozen=True)
 class _Turn:
     """Tag of what an app's startSession / continueSession / endSession has said: what follows it."""
@@ -128,6 +134,9 @@ class HermesAdapter:
         self._listen_now_tags: tuple[str | None, str | None] | None = None
         """(wakewordId, lang) of a startListening without a sessionId, for the session it opens."""
         self._started = StartedSessions()
+        self._session_lock = threading.RLock()
+        self._queued: collections.deque[tuple[str, hermes.StartSession]] = collections.deque()
+        """Apps' questions (enqueueable startSession actions) waiting for the open session to end."""
         self._own = OwnSessions()
         """voiced's own recent sessions, which an app may continue or end, and their customData."""
         self._asr_off, self._wake_off = ToggleReasons(), ToggleReasons()
@@ -243,15 +252,20 @@ class HermesAdapter:
             self._publish_controls()
 
     def _start_session(self, session_id: str) -> None:
-        self._own.add(session_id)
-        if self._started.start(session_id):
-            self._publish(self._session_started(session_id))
+        with self._session_lock:
+            self._own.add(session_id)
+            if self._started.start(session_id):
+                self._publish(self._session_started(session_id))
 
     def _session_started(self, session_id: str) -> hermes.HermesMessage:
         return hermes.session_started(self.site_id, session_id, self._own.custom_data(session_id),
                                       lang=self._sessions.of(session_id)[1])
 
     def _end_session(self, session_id: str, reason: hermes.TerminationReason) -> None:
+        with self._session_lock:  # the core's threads end sessions, paho's starts and queues them
+            self._end_session_locked(session_id, reason)
+
+    def _end_session_locked(self, session_id: str, reason: hermes.TerminationReason) -> None:
         unstarted = self._started.end(session_id)
         if unstarted is None:  # ended already (an app ended it while its utterance was being heard)
             log.debug("session %s ended already: no second sessionEnded (%s)", session_id, reason.value)
@@ -259,6 +273,8 @@ class HermesAdapter:
         if unstarted:  # ended before anything was heard: a wake word's timeout, a request stopped in silence
             self._publish(self._session_started(session_id))
         self._publish(hermes.session_ended(self.site_id, session_id, reason, self._own.custom_data(session_id)))
+        if self._queued and not self._started.any_open():  # the device is free: the next question
+            self._begin_session(*self._queued.popleft())
 
     def _custom_data(self, u: Utterance) -> str | None:
         return u.custom_data if u.custom_data is not None or not u.from_speech else self._own.custom_data(u.session_id)
@@ -366,6 +382,24 @@ class HermesAdapter:
         if not hermes.for_site(start, self.site_id):
             return
         session = str(uuid.uuid4())
+        with self._session_lock:
+            self._start_or_queue(session, start)
+
+    def _start_or_queue(self, session: str, start: hermes.StartSession) -> None:
+        if start.kind is hermes.SessionKind.ACTION and (self._started.any_open() or self._queued):
+            # one question at a time, as Rhasspy's dialogue manager: the user's answer must reach the
+            # session that asked (a notification is only said: it waits in the speaker's queue)
+            if not start.can_be_enqueued or len(self._queued) >= MAX_QUEUED_SESSIONS:
+                log.info("startSession dropped: a session is open and this one %s",
+                         "cannot be enqueued" if not start.can_be_enqueued else "finds the queue full")
+                self.core.counters.add("sessions_dropped")
+                return
+            self._queued.append((session, start))
+            self._publish(hermes.session_queued(self.site_id, session, start.custom_data))
+            return
+        self._begin_session(session, start)
+
+    def _begin_session(self, session: str, start: hermes.StartSession) -> None:
         self._own.add(session, start.custom_data)
         if start.lang is not None:
             self._sessions.tag(session, None, start.lang)

@@ -48,6 +48,7 @@ from voiced.mqtt.hermes_out import (
     play_finished,
     say_finished,
     session_ended,
+    session_queued,
     session_started,
     text_captured,
     tokens_from_text,
@@ -73,6 +74,6 @@ __all__ = [
     "intent_not_recognized", "intent_topic", "nlu_intent", "parse_continue_session", "parse_end_session",
     "parse_message", "parse_start_session", "parse_nlu_query", "parse_start_listening",
     "parse_stop_listening", "parse_toggle", "parse_tts_say", "partial_text_captured", "play_bytes_topic",
-    "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_started",
+    "play_finished", "play_finished_topic", "reply_address", "say_finished", "session_ended", "session_queued", "session_started",
     "site_and_request_from_play_bytes", "text_captured", "tokens_from_text", "tts_error",
 ]

@@ -79,6 +79,8 @@ class StartSession:
     lang: str | None = None
     send_intent_not_recognized: bool = False
     """An answer no intent matches is told on dialogueManager/intentNotRecognized, the session kept open."""
+    can_be_enqueued: bool = False
+    """An action that comes while another session is open waits for it (sessionQueued); else it is dropped."""
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,8 @@ def parse_start_session(payload: bytes | str) -> StartSession:
         raise MalformedMessage(f"init.type must be one of {', '.join(SessionKind)}, got {kind!r}")
     return StartSession(kind=SessionKind(kind), text=init.text("text"), site_id=r.site(),
                         intent_filter=init.intent_filter(), custom_data=r.text("customData"), lang=r.text("lang"),
-                        send_intent_not_recognized=init.flag("sendIntentNotRecognized", False))
+                        send_intent_not_recognized=init.flag("sendIntentNotRecognized", False),
+                        can_be_enqueued=init.flag("canBeEnqueued", False))
 
 
 def parse_continue_session(payload: bytes | str) -> ContinueSession:

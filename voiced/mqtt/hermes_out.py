@@ -19,7 +19,7 @@ from voiced.mqtt.hermes_topics import Topic, hotword_detected_topic, intent_topi
 __all__ = [
     "AsrToken", "HermesMessage", "TerminationReason", "audio_play_error", "dialogue_intent_not_recognized",
     "hotword_detected", "intent_not_recognized",
-    "nlu_intent", "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_started",
+    "nlu_intent", "partial_text_captured", "play_finished", "say_finished", "session_ended", "session_queued", "session_started",
     "text_captured", "tokens_from_text", "tts_error",
 ]
 
@@ -272,3 +272,8 @@ def dialogue_intent_not_recognized(site_id: str, session_id: str, text: str,
     (``sendIntentNotRecognized``) heard an answer no intent matches, and stays open."""
     return HermesMessage(Topic.DIALOGUE_INTENT_NOT_RECOGNIZED,
                          {"sessionId": session_id, "siteId": site_id, "input": text, "customData": custom_data})
+
+
+def session_queued(site_id: str, session_id: str, custom_data: str | None = None) -> HermesMessage:
+    """``hermes/dialogueManager/sessionQueued``: an app's session waits for the one open to end."""
+    return HermesMessage(Topic.SESSION_QUEUED, {"sessionId": session_id, "siteId": site_id, "customData": custom_data})

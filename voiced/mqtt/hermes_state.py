@@ -78,6 +78,9 @@ class StartedSessions:
         """Started and not ended."""
         return self._open.get(session_id) is True  # type: ignore[call-overload]
 
+    def any_open(self) -> bool:
+        return any(self._open.values())
+
     def start(self, session_id: str) -> bool:
         """Mark ``session_id`` started; True if it was not open (its sessionStarted is due now)."""
         if self._open.get(session_id) is True:

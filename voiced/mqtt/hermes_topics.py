@@ -37,6 +37,7 @@ class Topic(StrEnum):
     CONTINUE_SESSION = "hermes/dialogueManager/continueSession"
     END_SESSION = "hermes/dialogueManager/endSession"
     DIALOGUE_INTENT_NOT_RECOGNIZED = "hermes/dialogueManager/intentNotRecognized"
+    SESSION_QUEUED = "hermes/dialogueManager/sessionQueued"
     TTS_SAY = "hermes/tts/say"
     TTS_SAY_FINISHED = "hermes/tts/sayFinished"
     PLAY_BYTES_ALL = "hermes/audioServer/+/playBytes/+"
