@@ -12,6 +12,7 @@ sound ending does not turn it back on in the middle of the session.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TypeVar
 
 __all__ = ["MAX_REASONS", "MAX_SESSIONS", "OwnSessions", "SessionTags", "StartedSessions", "ToggleReasons"]
 
@@ -45,6 +46,18 @@ class ToggleReasons:
         return tuple(sorted(self._off))
 
 
+_V = TypeVar("_V")
+
+
+def _remember(recent: OrderedDict[str, _V], session_id: str, value: _V) -> None:
+    """Set ``session_id``'s ``value`` as the most recent; the oldest beyond ``MAX_SESSIONS`` go
+    (every session kept here comes from outside: none may grow without bound)."""
+    recent[session_id] = value
+    recent.move_to_end(session_id)
+    while len(recent) > MAX_SESSIONS:
+        recent.popitem(last=False)
+
+
 class SessionTags:
     """The ``wakewordId`` and ``lang`` a session came with (its wake word's detection, its
     ``startListening``), handed back on its ``textCaptured`` and intent as Rhasspy's services do."""
@@ -53,10 +66,7 @@ class SessionTags:
         self._tags: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
 
     def tag(self, session_id: str, wakeword_id: str | None, lang: str | None) -> None:
-        self._tags[session_id] = (wakeword_id, lang)
-        self._tags.move_to_end(session_id)
-        while len(self._tags) > MAX_SESSIONS:
-            self._tags.popitem(last=False)
+        _remember(self._tags, session_id, (wakeword_id, lang))
 
     def of(self, session_id: str | None) -> tuple[str | None, str | None]:
         """(wakewordId, lang) of ``session_id``; (None, None) for one not tagged."""
@@ -85,10 +95,7 @@ class StartedSessions:
         """Mark ``session_id`` started; True if it was not open (its sessionStarted is due now)."""
         if self._open.get(session_id) is True:
             return False
-        self._open[session_id] = True
-        self._open.move_to_end(session_id)
-        while len(self._open) > MAX_SESSIONS:
-            self._open.popitem(last=False)
+        _remember(self._open, session_id, True)
         return True
 
     def end(self, session_id: str) -> bool | None:
@@ -97,10 +104,7 @@ class StartedSessions:
         state = self._open.get(session_id)
         if state is False:
             return None
-        self._open[session_id] = False
-        self._open.move_to_end(session_id)
-        while len(self._open) > MAX_SESSIONS:
-            self._open.popitem(last=False)
+        _remember(self._open, session_id, False)
         return state is None
 
 
@@ -120,10 +124,7 @@ class OwnSessions:
         """Know ``session_id`` (again), with ``custom_data`` if given (None keeps what it had)."""
         if custom_data is None:
             custom_data = self._data.get(session_id)
-        self._data[session_id] = custom_data
-        self._data.move_to_end(session_id)
-        while len(self._data) > MAX_SESSIONS:
-            self._data.popitem(last=False)
+        _remember(self._data, session_id, custom_data)
 
     def custom_data(self, session_id: str | None) -> str | None:
         return self._data.get(session_id) if session_id is not None else None
