@@ -37,6 +37,19 @@ def _text(payload: bytes) -> AsrTextCaptured:
     return AsrTextCaptured.from_dict(json.loads(payload))
 
 
+def _paced_config(tmp_path, broker, wav, whisper_model_dir, models) -> Config:
+    """The daemon hearing ``wav`` paced to the clock (requests go out at known points of it), no wake words."""
+    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
+    config = Config.from_file(tmp_path / "voiced.toml")
+    return dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
+                               wake=dataclasses.replace(config.wake, models=()))
+
+
+def _heard(daemon) -> float:
+    """Stream time gone by (windows dropped while the machine lagged count too)."""
+    return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
+
+
 @pytest.mark.shared
 def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker, subscriber_factory,
                                                                 whisper_model_dir, models, speech) -> None:
@@ -53,16 +66,10 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
     audio = np.concatenate(parts)
     wav = tmp_path / "room.wav"
     write_wav(wav, audio[:, None], 16000)
-    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
-    config = Config.from_file(tmp_path / "voiced.toml")
-    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
-                                 wake=dataclasses.replace(config.wake, models=()))
+    config = _paced_config(tmp_path, broker, wav, whisper_model_dir, models)
     sub = subscriber_factory(broker, "hermes/#")
     rhasspy = subscriber_factory(broker, "rhasspy/#")
     daemon = Daemon(config, ListenMode.ON_REQUEST)
-
-    def heard() -> float:  # stream time gone by (windows dropped while the machine lagged count too)
-        return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
 
     def request(topic: str, session: str | None, **more: object) -> None:
         ids = {"siteId": "kitchen"} | ({"sessionId": session} if session else {})
@@ -73,7 +80,7 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
 
     daemon.start()
     try:
-        wait_until(lambda: heard() > starts[2] + 0.5, timeout=60, what="the first reader gone by")
+        wait_until(lambda: _heard(daemon) > starts[2] + 0.5, timeout=60, what="the first reader gone by")
         # stopOnSilence: the command, then the request ends; its audio is asked for too (Rhasspy)
         request("startListening", "sl-command", sendAudioCaptured=True)
         wait_until(lambda: captured("sl-command"), timeout=60, what="the command's transcript")
@@ -91,21 +98,21 @@ def test_requests_hear_from_their_start_and_a_stop_is_answered(tmp_path, broker,
         wait_until(lambda: captured("sl-nothing"), timeout=30, what="the empty transcript")
         assert [c.text for c in captured("sl-nothing")] == [""]
         # a request without a session (an automation's "listen now"): voiced's own session and intent
-        wait_until(lambda: heard() > starts[5] + 0.5, timeout=60, what="the first command gone by")
-        assert heard() < starts[9] - 0.3, "the request would come too late for the command: a slower machine than thought"
+        wait_until(lambda: _heard(daemon) > starts[5] + 0.5, timeout=60, what="the first command gone by")
+        assert _heard(daemon) < starts[9] - 0.3, "the request would come too late for the command: a slower machine than thought"
         request("startListening", None)
         [raw] = sub.wait_count(2, "hermes/intent/HassTurnOn")[1:]
         own = NluIntent.from_dict(json.loads(raw)).session_id
         # a request in the middle of a long reading hears the rest of it, and its stop ends it
-        wait_until(lambda: heard() > starts[12] + 2.5, timeout=60, what="the long reading under way")
+        wait_until(lambda: _heard(daemon) > starts[12] + 2.5, timeout=60, what="the long reading under way")
         request("startListening", "sl-late", stopOnSilence=False)
-        wait_until(lambda: heard() > starts[12] + 4.5, timeout=60, what="more of the long reading")
+        wait_until(lambda: _heard(daemon) > starts[12] + 4.5, timeout=60, what="more of the long reading")
         request("stopListening", "sl-late")
         wait_until(lambda: captured("sl-late"), timeout=60, what="the late request's transcript")
         [late] = captured("sl-late")
         # what was said from the request on (2.5 s in), not its beginning ("it was entering the lion's den")
         assert len(late.text.split()) >= 2 and "entering" not in late.text.lower(), late.text
-        wait_until(lambda: heard() >= len(audio) / 16000 - 0.2, timeout=60, what="the end of the recording")
+        wait_until(lambda: _heard(daemon) >= len(audio) / 16000 - 0.2, timeout=60, what="the end of the recording")
     finally:
         daemon.stop(timeout=2)
     # the first reader, outside any request, was never transcribed; each request's session once
@@ -151,10 +158,7 @@ def test_a_listen_now_request_stopped_in_silence_is_a_whole_session_with_its_tag
 
     wav = tmp_path / "room.wav"
     write_wav(wav, np.zeros((16000 * 30, 1), np.float32), 16000)
-    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
-    config = Config.from_file(tmp_path / "voiced.toml")
-    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
-                                 wake=dataclasses.replace(config.wake, models=()))
+    config = _paced_config(tmp_path, broker, wav, whisper_model_dir, models)
     sub = subscriber_factory(broker, "hermes/#")
     daemon = Daemon(config, ListenMode.ON_REQUEST)
     daemon.start()
@@ -193,27 +197,21 @@ def test_a_replaced_request_is_answered_and_one_not_stopping_on_silence_gets_one
     starts = np.cumsum([0] + [len(p) for p in parts]) / 16000
     wav = tmp_path / "room.wav"
     write_wav(wav, np.concatenate(parts)[:, None], 16000)
-    (tmp_path / "voiced.toml").write_text(wake_toml(broker, f"file:{wav}", whisper_model_dir, models))
-    config = Config.from_file(tmp_path / "voiced.toml")
-    config = dataclasses.replace(config, audio=dataclasses.replace(config.audio, realtime=True),
-                                 wake=dataclasses.replace(config.wake, models=()))
+    config = _paced_config(tmp_path, broker, wav, whisper_model_dir, models)
     sub = subscriber_factory(broker, "hermes/asr/textCaptured")
     daemon = Daemon(config, ListenMode.ON_REQUEST)
 
-    def heard() -> float:
-        return (daemon.counters.get("windows") + daemon.counters.get("windows_dropped")) * 0.1
-
     daemon.start()
     try:
-        wait_until(lambda: heard() > 0.3, timeout=60, what="the daemon listening")
-        assert heard() < starts[2] - 0.5, "the requests would come after the reader began: a slower machine than thought"
+        wait_until(lambda: _heard(daemon) > 0.3, timeout=60, what="the daemon listening")
+        assert _heard(daemon) < starts[2] - 0.5, "the requests would come after the reader began: a slower machine than thought"
         raw_publish(broker, "hermes/asr/startListening", json.dumps({"siteId": "kitchen", "sessionId": "dm-x"}))
         raw_publish(broker, "hermes/asr/startListening",
                     json.dumps({"siteId": "kitchen", "sessionId": "dm-f", "stopOnSilence": False}))
-        wait_until(lambda: heard() > starts[6] + 1.5, timeout=60, what="both utterances gone by")
+        wait_until(lambda: _heard(daemon) > starts[6] + 1.5, timeout=60, what="both utterances gone by")
         raw_publish(broker, "hermes/asr/stopListening", json.dumps({"siteId": "kitchen", "sessionId": "dm-f"}))
         sub.wait_count(2, "hermes/asr/textCaptured")
-        wait_until(lambda: heard() >= len(np.concatenate(parts)) / 16000 - 0.2, timeout=60, what="the end")
+        wait_until(lambda: _heard(daemon) >= len(np.concatenate(parts)) / 16000 - 0.2, timeout=60, what="the end")
     finally:
         daemon.stop(timeout=2)
     captured = [_text(p) for p in sub.payloads("hermes/asr/textCaptured")]
